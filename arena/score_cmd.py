@@ -1,0 +1,75 @@
+"""`arena score`: score results produced elsewhere, for people (default) or machines (--json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena.errors import InputError
+from arena.inputs import parse_alympics, parse_mario, parse_race
+from scoring import alympics, mario, race
+from scoring.mario_display import format_aggregate, format_episode_breakdown, format_leaderboard
+
+
+def _mario(data: Any) -> tuple[str, dict[str, Any]]:
+    parsed = parse_mario(data)
+    try:
+        if isinstance(parsed, dict):
+            stats = {name: mario.aggregate_scores(eps) for name, eps in parsed.items()}
+            ranked = mario.rank(stats)
+            rows = [
+                {"rank": r.rank, "name": r.name, **r.stats.model_dump(mode="json")} for r in ranked
+            ]
+            return format_leaderboard(ranked), {"leaderboard": rows}
+        if isinstance(parsed, list):
+            agg = mario.aggregate_scores(parsed)
+            scores = [mario.compute_arena_score(e) for e in parsed]
+            lines = [
+                f"Episode {i + 1}: {mario.format_score_display(s)}"
+                f" ({'completed' if e.completed else f'failed at x={e.max_x_pos:,}'})"
+                for i, (e, s) in enumerate(zip(parsed, scores, strict=True))
+            ]
+            text = "\n".join([*lines, "", format_aggregate(agg)])
+            return text, {**agg.model_dump(mode="json"), "episode_scores": scores}
+    except ValueError as exc:  # e.g. episodes that mix frame skips
+        raise InputError(str(exc)) from None
+    breakdown = mario.score_breakdown(parsed)
+    payload = {"arena_score": breakdown.total, "breakdown": breakdown.model_dump(mode="json")}
+    return format_episode_breakdown(parsed), payload
+
+
+def _race(data: Any) -> tuple[str, dict[str, Any]]:
+    spec = parse_race(data)
+    try:
+        scored = race.score_agents({a.name: a.scores() for a in spec.agents}, spec.weights)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    ranked = race.rank_agents(scored)
+    verdict = race.race_verdict(ranked, spec.thresholds)
+    payload = {
+        "task": spec.task,
+        "verdict": verdict.value,
+        "winner": ranked[0].name,
+        "agents": [
+            {
+                "rank": r.rank,
+                "name": r.name,
+                "composite": r.composite,
+                "scores": r.scores.model_dump(mode="json"),
+            }
+            for r in ranked
+        ],
+    }
+    return race.format_race_results(ranked, spec.task, verdict), payload
+
+
+def _alympics(data: Any) -> tuple[str, dict[str, Any]]:
+    result = alympics.score_alympics(parse_alympics(data))
+    return alympics.format_breakdown(result), result.model_dump(mode="json")
+
+
+SCORERS = {"mario": _mario, "race": _race, "alympics": _alympics}
+
+
+def score(workload: str, data: Any) -> tuple[str, dict[str, Any]]:
+    """(human text, JSON payload) for one workload's input."""
+    return SCORERS[workload](data)

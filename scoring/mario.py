@@ -1,0 +1,205 @@
+"""Mario Arena scoring (seeds/mario-arena-scoring.md), with the readings of SEED-NOTES.
+
+Scores are computed in floats; displays round half to even (see ``format_score_display``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from scoring._common import StrictModel
+from scoring.stats import bootstrap_interval, interquartile_mean, wilson_interval
+
+LEVEL_COMPLETION_BONUS = 1_000_000
+GAME_COMPLETION_BONUS = 10_000_000
+WORLD_POINTS = 10_000
+STAGE_POINTS = 1_000
+PENALTY_PER_STEP = 0.1
+COIN_POINTS = 100
+TIME_POINTS = 10
+LEVELS_IN_GAME = 32
+DEFAULT_FRAME_SKIP = 4
+
+World = Annotated[int, Field(ge=1, le=8)]
+Stage = Annotated[int, Field(ge=1, le=4)]
+NonNegative = Annotated[int, Field(ge=0)]
+
+
+class EpisodeResult(StrictModel):
+    """One episode on one level."""
+
+    full_game: Literal[False] = False
+    world: World
+    stage: Stage
+    completed: bool
+    max_x_pos: NonNegative
+    steps: NonNegative
+    # The game's own counters: coins wrap at 100, the timer shows three digits.
+    coins: Annotated[int, Field(ge=0, le=99)] = 0
+    time_remaining: Annotated[int, Field(ge=0, le=999)] = 0
+    frame_skip: Annotated[int, Field(ge=1)] = DEFAULT_FRAME_SKIP
+
+
+def level_index(world: int, stage: int) -> int:
+    """0 for 1-1 ... 31 for 8-4."""
+    return (world - 1) * 4 + (stage - 1)
+
+
+class FullGameResult(StrictModel):
+    """A run from 1-1 until game over or the end of 8-4; world/stage/max_x_pos are the furthest level."""
+
+    full_game: Literal[True]
+    world: World
+    stage: Stage
+    max_x_pos: NonNegative
+    steps: NonNegative
+    levels_completed: Annotated[int, Field(ge=0, le=LEVELS_IN_GAME)]
+    completed: bool = False
+    lives_lost: NonNegative = 0  # tracked, not scored
+    coins: Annotated[int, Field(ge=0, le=99)] = 0  # tracked, not scored in the full game
+    frame_skip: Annotated[int, Field(ge=1)] = DEFAULT_FRAME_SKIP
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FullGameResult:
+        reached = level_index(self.world, self.stage)
+        if self.completed:
+            if (self.world, self.stage) != (8, 4) or self.levels_completed != LEVELS_IN_GAME:
+                raise ValueError("a completed full game ends in 8-4 with levels_completed = 32")
+        elif self.levels_completed > reached:
+            # Warp zones skip levels, so fewer completed levels than the index is fine; more is not.
+            raise ValueError(
+                f"levels_completed: {self.levels_completed} levels cannot be completed "
+                f"before reaching {self.world}-{self.stage}"
+            )
+        return self
+
+
+AnyEpisode = EpisodeResult | FullGameResult
+
+
+class ScoreBreakdown(StrictModel):
+    """The rubric's components; ``total`` is the arena score."""
+
+    completion_bonus: float
+    progress: float
+    efficiency_penalty: float
+    coin_bonus: float
+    time_bonus: float
+    total: float
+
+
+def progress_score(world: int, stage: int, max_x_pos: int) -> float:
+    return float(world * WORLD_POINTS + stage * STAGE_POINTS + max_x_pos)
+
+
+def efficiency_penalty(steps: int) -> float:
+    # steps / 10 rather than steps * 0.1: exact for the rubric's 41.5 (see format_score_display).
+    return steps / round(1 / PENALTY_PER_STEP)
+
+
+def score_breakdown(episode: AnyEpisode) -> ScoreBreakdown:
+    progress = progress_score(episode.world, episode.stage, episode.max_x_pos)
+    penalty = efficiency_penalty(episode.steps)
+    if isinstance(episode, FullGameResult):
+        # SEED-NOTES: the furthest level reached is scored, not a sum; no minor bonuses.
+        bonus = float(GAME_COMPLETION_BONUS if episode.completed else 0)
+        coins = time = 0.0
+    else:
+        bonus = float(LEVEL_COMPLETION_BONUS if episode.completed else 0)
+        coins = float(episode.coins * COIN_POINTS)
+        # The time bonus counts only for a completed level.
+        time = float(episode.time_remaining * TIME_POINTS) if episode.completed else 0.0
+    total = bonus + progress - penalty + coins + time
+    return ScoreBreakdown(
+        completion_bonus=bonus,
+        progress=progress,
+        efficiency_penalty=penalty,
+        coin_bonus=coins,
+        time_bonus=time,
+        total=total,
+    )
+
+
+def compute_arena_score(episode: AnyEpisode) -> float:
+    return score_breakdown(episode).total
+
+
+def compute_full_game_score(run: FullGameResult) -> float:
+    return score_breakdown(run).total
+
+
+def format_score_display(score: float) -> str:
+    """Integer with thousands separators, rounded half to even.
+
+    Half-to-even is the one common rule that reproduces all three rubric examples:
+    1,018,181.8 -> 1,018,182; 13,066.8 -> 13,067; 1,039,026.5 -> 1,039,026.
+    """
+    return f"{round(score):,}"
+
+
+class AggregateStats(StrictModel):
+    episodes: int
+    arena_score: float  # best episode
+    best_episode: int  # index of the best episode in the input
+    success_rate: float
+    success_ci95: tuple[float, float]  # Wilson
+    mean_score: float
+    std_score: float  # population standard deviation
+    iqm_score: float
+    iqm_ci95: tuple[float, float]  # percentile bootstrap
+    avg_steps: float
+    avg_max_x: float
+    frame_skip: int
+
+
+def aggregate_scores(episodes: Sequence[AnyEpisode], bootstrap_seed: int = 0) -> AggregateStats:
+    """Best-of-N plus the rubric's side statistics and interval estimates."""
+    if not episodes:
+        raise ValueError("episodes: at least one episode is needed")
+    frame_skips = sorted({e.frame_skip for e in episodes})
+    if len(frame_skips) > 1:
+        raise ValueError(f"frame_skip: episodes mix frame skips {frame_skips}; protocols differ")
+    scores = [compute_arena_score(e) for e in episodes]
+    best = max(range(len(scores)), key=scores.__getitem__)
+    successes = sum(e.completed for e in episodes)
+    return AggregateStats(
+        episodes=len(episodes),
+        arena_score=scores[best],
+        best_episode=best,
+        success_rate=successes / len(episodes),
+        success_ci95=wilson_interval(successes, len(episodes)),
+        mean_score=statistics.fmean(scores),
+        std_score=statistics.pstdev(scores),
+        iqm_score=interquartile_mean(scores),
+        iqm_ci95=bootstrap_interval(scores, seed=bootstrap_seed),
+        avg_steps=statistics.fmean(e.steps for e in episodes),
+        avg_max_x=statistics.fmean(e.max_x_pos for e in episodes),
+        frame_skip=frame_skips[0],
+    )
+
+
+class RankedAgent(StrictModel):
+    rank: int
+    name: str
+    stats: AggregateStats
+
+
+def _rank_key(stats: AggregateStats) -> tuple[float, float, float, float]:
+    # Best score, then the rubric's tiebreakers: success rate, average score, fewer steps.
+    return (-stats.arena_score, -stats.success_rate, -stats.mean_score, stats.avg_steps)
+
+
+def rank(agents: dict[str, AggregateStats]) -> list[RankedAgent]:
+    """Competition ranking (1, 1, 3): agents equal on every tiebreaker share a rank."""
+    ordered = sorted(agents.items(), key=lambda item: (_rank_key(item[1]), item[0]))
+    ranked: list[RankedAgent] = []
+    for position, (name, stats) in enumerate(ordered, start=1):
+        shares = ranked and _rank_key(ranked[-1].stats) == _rank_key(stats)
+        ranked.append(
+            RankedAgent(rank=ranked[-1].rank if shares else position, name=name, stats=stats)
+        )
+    return ranked

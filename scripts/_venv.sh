@@ -1,0 +1,33 @@
+# Sourced by scripts/arena and scripts/test: create .venv once and keep it in step with pyproject.toml.
+# Works on a fresh Debian/Ubuntu machine that has only python3 and pip.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+PY=${PYTHON:-python3}
+
+make_venv() {
+    if "$PY" -m venv "$VENV" 2>/dev/null; then return 0; fi
+    rm -rf "$VENV"
+    # Debian/Ubuntu split venv out of python3; install it when we can, else use virtualenv from pip.
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        ver=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+        (apt-get install -y -qq "python$ver-venv" || { apt-get update -qq && apt-get install -y -qq "python$ver-venv"; }) >/dev/null
+        "$PY" -m venv "$VENV" && return 0
+    fi
+    "$PY" -m pip install --user --quiet --break-system-packages virtualenv 2>/dev/null \
+        || "$PY" -m pip install --user --quiet virtualenv
+    "$PY" -m virtualenv --quiet "$VENV"
+}
+
+ensure_venv() {  # $1: the extras to install, e.g. "dev" or "dev,mario"
+    local extras=$1 stamp want
+    want="$extras $(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
+    stamp="$VENV/.arena-installed"
+    [ -x "$VENV/bin/python" ] || make_venv
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        echo "arena: installing into $VENV (extras: ${extras:-none}) ..." >&2
+        "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
+        "$VENV/bin/python" -m pip install --quiet -e "$ROOT${extras:+[$extras]}" >&2
+        echo "$want" > "$stamp"
+    fi
+}
