@@ -18,7 +18,7 @@ def clamp(value: float, low: float, high: float) -> float:
 
 
 def round_half_up(value: float, places: int = 0) -> Decimal:
-    """Round as people do on paper (93.25 -> 93.3), through the shortest decimal repr of the float."""
+    """Round as on paper (93.25 -> 93.3), via the shortest decimal repr of the float."""
     quantum = Decimal(1).scaleb(-places)
     return Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP)
 

@@ -50,7 +50,7 @@ def level_index(world: int, stage: int) -> int:
 
 
 class FullGameResult(StrictModel):
-    """A run from 1-1 until game over or the end of 8-4; world/stage/max_x_pos are the furthest level."""
+    """A run from 1-1 to game over or the end of 8-4; world/stage/max_x_pos: the furthest level."""
 
     full_game: Literal[True]
     world: World

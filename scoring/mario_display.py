@@ -71,19 +71,24 @@ def format_aggregate(stats: AggregateStats) -> str:
             f"Average score: {format_score_display(stats.mean_score)} "
             f"(std {format_score_display(stats.std_score)})",
             f"Interquartile mean: {format_score_display(stats.iqm_score)} "
-            f"(95% CI {format_score_display(iqm_low)} to {format_score_display(iqm_high)}, bootstrap)",
+            f"(95% CI {format_score_display(iqm_low)} to {format_score_display(iqm_high)},"
+            " bootstrap)",
             f"Average steps: {stats.avg_steps:,.1f}",
             f"Average max x: {stats.avg_max_x:,.1f}",
         ]
     )
 
 
-def format_leaderboard(ranked: Sequence[RankedAgent], title: str = "MARIO ARENA LEADERBOARD") -> str:
+def format_leaderboard(
+    ranked: Sequence[RankedAgent], title: str = "MARIO ARENA LEADERBOARD"
+) -> str:
     """The rubric's table: Rank, Model Name, Score, Success, Avg Steps."""
     name_width = max([len("Model Name"), *(len(r.name) for r in ranked)]) + 2
     scores = [format_score_display(r.stats.arena_score) for r in ranked]
     score_width = max([len("Score"), *(len(s) for s in scores)])
-    header = f"{'Rank':<6}{'Model Name':<{name_width}}{'Score':>{score_width}}   {'Success':<9}Avg Steps"
+    header = (
+        f"{'Rank':<6}{'Model Name':<{name_width}}{'Score':>{score_width}}   {'Success':<9}Avg Steps"
+    )
     rule = "=" * len(header)
     lines = [rule, title.center(len(header)).rstrip(), rule, header, "-" * len(header)]
     for row, score in zip(ranked, scores, strict=True):

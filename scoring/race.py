@@ -1,4 +1,4 @@
-"""The race scoring engine (seeds/race-scoring-engine.md): five dimensions, composite, ranking, verdict.
+"""The race scoring engine (seeds/race-scoring-engine.md): dimensions, composite, ranking, verdict.
 
 Dimension functions take measurements; scores that need other agents (speed) or the baseline
 (tests, lint) take those explicitly, so the reducer computes them once every check is in.
@@ -181,7 +181,7 @@ def rank_agents(agents: Sequence[AgentScore]) -> list[RankedAgent]:
 
 
 def race_verdict(ranked: Sequence[RankedAgent], thresholds: Thresholds | None = None) -> Verdict:
-    """Winner at or above auto_merge_minimum -> auto-merge; winner below fail_maximum -> all failed."""
+    """Winner >= auto_merge_minimum: auto-merge; winner < fail_maximum: all failed; else review."""
     limits = thresholds or Thresholds()
     if not ranked:
         return Verdict.ALL_FAILED
@@ -222,7 +222,8 @@ def format_race_results(
             )
         )
         lines.append(
-            f"  #{r.rank:<2} {r.name:<{name_width}} {format_composite(r.composite):>5} / 100    {cells}"
+            f"  #{r.rank:<2} {r.name:<{name_width}} "
+            f"{format_composite(r.composite):>5} / 100    {cells}"
         )
     if ranked:
         lines += ["", f"Winner: {ranked[0].name}"]

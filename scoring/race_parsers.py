@@ -60,7 +60,9 @@ def parse_jest(text: str) -> TestCounts | None:
     if tests is None and suites is None:
         return None
     found = {w: int(n) for n, w in _JEST_ITEM.findall(tests.group("body"))} if tests else {}
-    suite_counts = {w: int(n) for n, w in _JEST_ITEM.findall(suites.group("body"))} if suites else {}
+    suite_counts = (
+        {w: int(n) for n, w in _JEST_ITEM.findall(suites.group("body"))} if suites else {}
+    )
     # A suite that fails to load runs no test; count it as an error so it cannot vanish.
     failed_suites = suite_counts.get("failed", 0)
     broken_suites = failed_suites if not found.get("failed") else 0

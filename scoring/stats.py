@@ -25,7 +25,7 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
 
 
 def interquartile_mean(values: Sequence[float]) -> float:
-    """Mean of the middle half: cuts int(n/4) values from each end (as scipy's trim_mean(x, 0.25))."""
+    """Mean of the middle half: cuts int(n/4) values from each end (scipy's trim_mean(x, 0.25))."""
     if not values:
         raise ValueError("no values")
     ordered = sorted(values)
@@ -51,6 +51,6 @@ def bootstrap_interval(
         interquartile_mean([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)
     )
     tail = (1 - confidence) / 2
-    low = estimates[int(math.floor(tail * (resamples - 1)))]
-    high = estimates[int(math.ceil((1 - tail) * (resamples - 1)))]
+    low = estimates[math.floor(tail * (resamples - 1))]
+    high = estimates[math.ceil((1 - tail) * (resamples - 1))]
     return low, high

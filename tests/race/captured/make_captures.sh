@@ -11,14 +11,15 @@
 # independent truth); the exit codes are whatever the tools return.
 #
 # Tool versions used for the committed captures (Debian 12, x86_64):
-#   Python 3.11.7 + pytest 9.0.3   (installed by this script into a throwaway
-#                                   venv: python3 -m venv; pip install pytest==9.0.3)
+#   Python 3.11.7 + pytest 9.0.3, pluggy 1.7.0 (installed by this script into a
+#                                   throwaway venv: python3 -m venv; pip install
+#                                   pytest==9.0.3 pluggy==1.7.0)
 #   node v20.20.2, npm 11.19.1, jest 30.5.2 (installed by this script with
 #                                   npm install --no-audit --no-fund jest@30.5.2)
 #   cargo 1.95.0 / rustc 1.95.0     (rustup; https://rustup.rs)
 #   go 1.19.8                       (apt-get install -y golang-go)
 # Needs network access to PyPI and npm for the two installs (override the
-# versions with PYTEST_VERSION / JEST_VERSION). Cargo and go run offline.
+# versions with PYTEST_VERSION / PLUGGY_VERSION / JEST_VERSION). Cargo and go run offline.
 #
 # Usage: bash make_captures.sh [OUTDIR]
 #   scratch dir: $CAPTURE_WORK or a fresh mktemp dir under /tmp/captures
@@ -30,6 +31,7 @@ mkdir -p /tmp/captures
 WORK="${CAPTURE_WORK:-$(mktemp -d /tmp/captures/run.XXXXXX)}"
 mkdir -p "$WORK"
 PYTEST_VERSION="${PYTEST_VERSION:-9.0.3}"
+PLUGGY_VERSION="${PLUGGY_VERSION:-1.7.0}"   # printed in the pytest header
 JEST_VERSION="${JEST_VERSION:-30.5.2}"
 echo "scratch dir: $WORK"
 echo "output dir:  $OUT"
@@ -43,7 +45,7 @@ export PATH="/root/.cargo/bin:$PATH"
 
 # ---------------------------------------------------------------- tools ----
 python3 -m venv "$WORK/venv" || exit 1
-"$WORK/venv/bin/pip" install -q --disable-pip-version-check "pytest==$PYTEST_VERSION" || exit 1
+"$WORK/venv/bin/pip" install -q --disable-pip-version-check "pytest==$PYTEST_VERSION" "pluggy==$PLUGGY_VERSION" || exit 1
 export PATH="$WORK/venv/bin:$PATH"      # `python3` is now the venv's (no extra plugins)
 
 mkdir -p "$WORK/jestdeps"
@@ -284,10 +286,10 @@ capture jest_pass.txt jest "$J/pass" "CI=true npx jest" \
   "2 suites: sum.test.js (3 tests in a describe) + str.test.js (2 tests), all pass."
 capture jest_mixed.txt jest "$J/mixed" "CI=true npx jest" \
   '{"passed": 5, "failed": 2, "skipped": 3, "errors": 0, "total": 7}' \
-  "math.test.js: 3 pass, 1 fail, 1 test.skip; str.test.js: 2 pass, 1 fail, 1 test.skip, 1 test.todo. skipped=3 is 2 skipped + 1 todo. NB jest's own 'Tests:' total (10) INCLUDES skipped and todo; ours excludes them."
+  "math.test.js: 3 pass, 1 fail, 1 test.skip; str.test.js: 2 pass, 1 fail, 1 test.skip, 1 test.todo. skipped=3 is 2 skipped + 1 todo. Suite order in the output is not fixed. The code frames contain ANSI colour escapes even with CI=true and no TTY. NB jest's own 'Tests:' total (10) INCLUDES skipped and todo; ours excludes them."
 capture jest_load_error.txt jest "$J/load_error" "CI=true npx jest" \
   '{"passed": 2, "failed": 0, "skipped": 0, "errors": 1, "total": 3}' \
-  "ok.test.js: 2 pass; broken.test.js has a syntax error so the suite fails to run (counted as 1 error; jest reports it under 'Test Suites: 1 failed', and its 'Tests:' line only counts the 2 passing tests)."
+  "ok.test.js: 2 pass; broken.test.js has a syntax error so the suite fails to run (counted as 1 error; jest reports it under 'Test Suites: 1 failed', and its 'Tests:' line only counts the 2 passing tests). The code frame contains ANSI colour escapes."
 
 # =============================================================== cargo =====
 R="$WORK/cargo"
@@ -439,6 +441,8 @@ fn add_overflow_expectation_wrong() {
 }
 EOF
 
+cp -r "$R/mixed" "$R/mixed_nff"   # separate copy: both mixed captures start from a clean build
+
 write_cargo_toml "$R/compile_error" 2021
 cat > "$R/compile_error/src/lib.rs" <<'EOF'
 pub fn add(a: i64, b: i64) -> i64 {
@@ -465,12 +469,12 @@ capture cargo_pass_ed2024.txt cargo "$R/pass_ed2024" "cargo test" \
 capture cargo_mixed.txt cargo "$R/mixed" "cargo test" \
   '{"passed": 3, "failed": 1, "skipped": 1, "errors": 0, "total": 4}' \
   "Default cargo test STOPS after the first failing target: only the lib unit tests run (3 pass, 1 fail with captured stdout, 1 #[ignore] -> skipped). tests/integration.rs and the doc-tests are NOT run (see cargo_mixed_no_fail_fast.txt)."
-capture cargo_mixed_no_fail_fast.txt cargo "$R/mixed" "cargo test --no-fail-fast" \
+capture cargo_mixed_no_fail_fast.txt cargo "$R/mixed_nff" "cargo test --no-fail-fast" \
   '{"passed": 5, "failed": 3, "skipped": 1, "errors": 0, "total": 8}' \
   "Same project as cargo_mixed.txt with --no-fail-fast: unit 3 pass/1 fail/1 ignored; integration 1 pass/1 fail; doc-tests 1 pass/1 fail. skipped=1 is the #[ignore] test."
 capture cargo_compile_error.txt cargo "$R/compile_error" "cargo test" \
   '{"passed": 0, "failed": 0, "skipped": 0, "errors": 1, "total": 1}' \
-  "Type error in src/lib.rs (i64 + &str): nothing runs, exit 101. errors=1 stands for the build failure (one rustc error E0277); no 'test result:' line is printed."
+  "Type error in src/lib.rs (i64 + &str): nothing runs, exit 101. errors=1 stands for the build failure (one rustc error E0277). Because the lib and the lib-test targets are both built, cargo prints TWO 'error: could not compile ... due to 1 previous error' lines ((lib) and (lib test)) for the same single error; no 'test result:' line is printed."
 
 # ================================================================== go =====
 G="$WORK/go"
@@ -637,6 +641,24 @@ func Sub(a, b int) int { return a - b }
 func Mul(a, b int) int { return a * b }
 EOF
 
+write_go_mod "$G/syntax_error"; write_go_lib "$G/syntax_error"; write_go_pass_tests "$G/syntax_error"
+cat > "$G/syntax_error/calc/calc_test.go" <<'EOF'
+package calc
+
+import "testing"
+
+func TestAdd(t *testing.T) {
+	if Add(1, 2) != 3 {
+		t.Fatal("add")
+	}
+
+func TestSub(t *testing.T) {
+	if Sub(5, 3) != 2 {
+		t.Fatal("sub")
+	}
+}
+EOF
+
 write_go_mod "$G/no_test_files"; write_go_lib "$G/no_test_files"; write_go_pass_tests "$G/no_test_files"
 rm "$G/no_test_files/strutil/strutil_test.go"
 
@@ -655,7 +677,10 @@ capture go_mixed.txt go "$G/mixed" "go test ./..." "$GO_MIXED_EXP" \
   "Same project as go_verbose_mixed.txt without -v: only failures (and their subtests) are printed, passes and skips are not listed, so passed/skipped cannot be recovered from this text alone. $GO_MIXED_NOTE" "$GO_MIXED_SUB"
 capture go_build_fail.txt go "$G/build_fail" "go test ./..." \
   '{"passed": 2, "failed": 0, "skipped": 0, "errors": 1, "total": 3}' \
-  "calc/calc.go has a type error (int + string): package calc reports '[build failed]' (counted as 1 error, its 3 tests never run); strutil still runs and passes its 2 tests. Exit 1."
+  "calc/calc.go has a type error (int + string): package calc reports '[build failed]' (counted as 1 error, its 3 tests never run); strutil still runs and passes its 2 tests. The compiler message goes under a '# example.com/arenasample/calc [example.com/arenasample/calc.test]' header. Exit code 2 (not 1)."
+capture go_syntax_error.txt go "$G/syntax_error" "go test ./..." \
+  '{"passed": 2, "failed": 0, "skipped": 0, "errors": 1, "total": 3}' \
+  "calc/calc_test.go has a parse error (missing closing brace): go reports the calc package as '[setup failed]' (counted as 1 error, its tests never run); strutil passes its 2 tests. Header line is '# example.com/arenasample/calc' (no [.test] suffix). Exit code 1, unlike the type-error case (2)."
 capture go_no_test_files.txt go "$G/no_test_files" "go test ./..." \
   '{"passed": 3, "failed": 0, "skipped": 0, "errors": 0, "total": 3}' \
   "calc has 3 passing tests; strutil has no _test.go file and is reported as '? ... [no test files]'."
