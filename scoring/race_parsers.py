@@ -22,13 +22,13 @@ _PYTEST_SUMMARY = re.compile(
 )
 _PYTEST_ITEM = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 _JEST_TESTS = re.compile(r"^Tests:\s+(?P<body>.*\d+ total)\s*$")
-_JEST_SUITES = re.compile(r"^Test Suites:\s+(?P<body>.*\d+ total)\s*$")
+_JEST_SUITES = re.compile(r"^Test Suites:\s+.*\d+ total\s*$")
 _JEST_ITEM = re.compile(r"(\d+) (passed|failed|skipped|todo|total)")
 _CARGO_RESULT = re.compile(
     r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured"
 )
 _GO_TEST = re.compile(r"^--- (PASS|FAIL|SKIP): \S+")
-_GO_PACKAGE = re.compile(r"^(ok|FAIL)\s+\S+")
+_GO_PACKAGE = re.compile(r"^(ok|FAIL)\s*\t\S+\s*(\[\w+ failed\])?")
 
 
 def _lines(text: str) -> list[str]:
@@ -56,16 +56,11 @@ def parse_pytest(text: str) -> TestCounts | None:
 def parse_jest(text: str) -> TestCounts | None:
     lines = _lines(text)
     tests = next((m for m in map(_JEST_TESTS.match, reversed(lines)) if m), None)
-    suites = next((m for m in map(_JEST_SUITES.match, reversed(lines)) if m), None)
-    if tests is None and suites is None:
+    if tests is None and not any(_JEST_SUITES.match(line) for line in lines):
         return None
     found = {w: int(n) for n, w in _JEST_ITEM.findall(tests.group("body"))} if tests else {}
-    suite_counts = (
-        {w: int(n) for n, w in _JEST_ITEM.findall(suites.group("body"))} if suites else {}
-    )
-    # A suite that fails to load runs no test; count it as an error so it cannot vanish.
-    failed_suites = suite_counts.get("failed", 0)
-    broken_suites = failed_suites if not found.get("failed") else 0
+    # A suite that fails to load runs none of its tests; count it as an error so it cannot vanish.
+    broken_suites = sum("Test suite failed to run" in line for line in lines)
     return TestCounts(
         passed=found.get("passed", 0),
         failed=found.get("failed", 0),
@@ -75,9 +70,12 @@ def parse_jest(text: str) -> TestCounts | None:
 
 
 def parse_cargo(text: str) -> TestCounts | None:
-    results = [m for m in map(_CARGO_RESULT.match, _lines(text)) if m]
+    lines = _lines(text)
+    results = [m for m in map(_CARGO_RESULT.match, lines) if m]
     if not results:
-        return None
+        # The code did not compile: no test ran, which is one error rather than unknown output.
+        compiled = not any(line.startswith("error: could not compile") for line in lines)
+        return None if compiled else TestCounts(passed=0, errors=1)
     # One "test result" line per test binary (unit, each integration file, doc-tests): sum them.
     return TestCounts(
         passed=sum(int(m.group(1)) for m in results),
@@ -88,17 +86,25 @@ def parse_cargo(text: str) -> TestCounts | None:
 
 def parse_go(text: str) -> TestCounts | None:
     lines = _lines(text)
+    packages = [m.groups() for m in map(_GO_PACKAGE.match, lines) if m]
+    # A package that does not build runs none of its tests: one error each, -v or not.
+    broken = sum(1 for _, note in packages if note in ("[build failed]", "[setup failed]"))
     # Top-level test lines only: an indented line is a subtest, already part of its parent.
     tests = [m.group(1) for m in map(_GO_TEST.match, lines) if m]
-    if any(line.startswith("=== RUN") for line in lines) and tests:
+    if any(line.startswith("=== RUN") for line in lines):
         return TestCounts(
-            passed=tests.count("PASS"), failed=tests.count("FAIL"), skipped=tests.count("SKIP")
+            passed=tests.count("PASS"),
+            failed=tests.count("FAIL"),
+            skipped=tests.count("SKIP"),
+            errors=broken,
         )
-    # Without -v only failures are listed per test; count packages, as the rubric suggests.
-    packages = [m.group(1) for m in map(_GO_PACKAGE.match, lines) if m]
     if not packages:
         return None
-    return TestCounts(passed=packages.count("ok"), failed=packages.count("FAIL"))
+    # Without -v passing tests are not listed: count packages, as the rubric suggests.
+    outcomes = [
+        status for status, note in packages if note not in ("[build failed]", "[setup failed]")
+    ]
+    return TestCounts(passed=outcomes.count("ok"), failed=outcomes.count("FAIL"), errors=broken)
 
 
 PARSERS: dict[RunnerName, Callable[[str], TestCounts | None]] = {
@@ -128,7 +134,7 @@ def parse_test_output(text: str, exit_code: int, runner: RunnerName | None = Non
     return TestReport(runner="exit-code", exit_code=exit_code, counts=None)
 
 
-def tests_dimension(agent: TestReport, baseline: TestReport) -> float:
+def score_tests_report(agent: TestReport, baseline: TestReport) -> float:
     """The tests score: the rubric's formula when the agent's counts are known, else exit code."""
     if agent.counts is None:
         return score_tests_exit_code(agent.exit_code)
