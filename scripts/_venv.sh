@@ -19,15 +19,23 @@ make_venv() {
     "$PY" -m virtualenv --quiet "$VENV"
 }
 
+installed_ok() {  # the stamp names this pyproject.toml and every extra asked for
+    local hash=$1 extras=$2 stamp extra
+    read -r stamp < "$VENV/.arena-installed" 2>/dev/null || return 1
+    [ "${stamp%% *}" = "$hash" ] || return 1
+    for extra in ${extras//,/ }; do
+        case ",${stamp#* }," in *",$extra,"*) ;; *) return 1 ;; esac
+    done
+}
+
 ensure_venv() {  # $1: the extras to install, e.g. "dev" or "dev,mario"
-    local extras=$1 stamp want
-    want="$extras $(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
-    stamp="$VENV/.arena-installed"
+    local extras=$1 hash
+    hash=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
     [ -x "$VENV/bin/python" ] || make_venv
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    if ! installed_ok "$hash" "$extras"; then
         echo "arena: installing into $VENV (extras: ${extras:-none}) ..." >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
         "$VENV/bin/python" -m pip install --quiet -e "$ROOT${extras:+[$extras]}" >&2
-        echo "$want" > "$stamp"
+        echo "$hash $extras" > "$VENV/.arena-installed"
     fi
 }
