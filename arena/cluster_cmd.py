@@ -1,0 +1,153 @@
+"""The cluster commands: run, submit, status, batches, cancel, leaderboard, worker."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+import redis
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from arena.embedded import embedded_cluster, embedded_redis, forget_broker_state
+from tasks.settings import ArenaSettings
+from tasks.spec import load_spec_file
+from tasks.store import FINISHED, BatchInfo, Store, as_entries
+from tasks.validation import InputError
+from tasks.workloads import get_workload, validate_batch
+from tasks.workloads.base import ValidatedBatch
+
+console = Console()
+POLL_S = 0.2
+
+
+def load_batch(path: str) -> ValidatedBatch:
+    try:
+        data = load_spec_file(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML/JSON ({' '.join(str(exc).split())})") from None
+    return validate_batch(data)
+
+
+def connect(settings: ArenaSettings) -> Store:
+    from tasks.app import configure, store
+
+    configure(settings)
+    db = store(settings)
+    try:
+        db.r.ping()
+    except (redis.ConnectionError, OSError) as exc:
+        raise click.ClickException(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
+    return db
+
+
+@contextmanager
+def open_store(settings: ArenaSettings) -> Iterator[Store]:
+    """The cluster's Redis, or (no ARENA_REDIS_URL) the embedded one, started to read it."""
+    if settings.redis_url:
+        yield connect(settings)
+        return
+    with embedded_redis(settings.data_dir) as url:
+        yield connect(settings.model_copy(update={"redis_url": url}))
+
+
+def wait(db: Store, batch_id: str, total: int, show: bool = True) -> BatchInfo:
+    """Poll until the batch finishes, with a progress bar."""
+    columns = (
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("units"), TimeElapsedColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=console, disable=not show, transient=False) as bar:
+        task = bar.add_task(f"batch {batch_id}", total=total)
+        while True:
+            done, status = db.progress(batch_id)
+            bar.update(task, completed=done)
+            if status in FINISHED:
+                break
+            time.sleep(POLL_S)
+    info = db.batch(batch_id)
+    assert info is not None
+    return info
+
+
+def leaderboard_table(db: Store, name: str) -> tuple[Table, list[dict[str, Any]]]:
+    rows = db.leaderboard(name)
+    batch = db.batch(rows[0].batch) if rows else None
+    workload = get_workload(batch.workload) if batch else None
+    ordered = workload.rank(as_entries(rows)) if workload else as_entries(rows)
+    by_agent = {r.agent: r for r in rows}
+    table = Table(title=f"Leaderboard: {name}")
+    table.add_column("Rank", justify="right")
+    table.add_column("Agent")
+    table.add_column("Score", justify="right")
+    stat_keys = [
+        k for k, v in (rows[0].stats.items() if rows else []) if isinstance(v, int | float)
+    ]
+    for key in stat_keys[:5]:
+        table.add_column(key, justify="right")
+    payload = []
+    for rank, entry in enumerate(ordered, start=1):
+        row = by_agent[entry.agent]
+        table.add_row(
+            str(rank), row.agent, f"{row.score:,.4f}",
+            *(f"{row.stats[k]:,.4g}" for k in stat_keys[:5]),
+        )  # fmt: skip
+        payload.append({"rank": rank, **row.model_dump()})
+    return table, payload
+
+
+def report(db: Store, info: BatchInfo, show: bool = True) -> None:
+    if not show:
+        return
+    console.print(
+        f"batch {info.id}: [bold]{info.status}[/] — {info.completed}/{info.total} units, "
+        f"{info.errors} errors" + (f" ({info.reason})" if info.reason else "")
+    )
+    if info.status == "done":
+        table, _ = leaderboard_table(db, info.leaderboard)
+        console.print(table)
+
+
+def run_batch(spec_path: str, fresh: bool, workers: int | None, quiet: bool = False) -> BatchInfo:
+    """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default."""
+    from tasks.submit import submit
+
+    batch = load_batch(spec_path)  # refuse a bad spec before starting anything
+    settings = ArenaSettings()
+    if settings.redis_url:
+        db = connect(settings)
+        sub = submit(db, batch, fresh, visibility_timeout_s=settings.visibility_timeout_s)
+        info = wait(db, sub.batch_id, sub.total, show=not quiet)
+        report(db, info, show=not quiet)
+        return info
+    with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
+        forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
+        local = settings.model_copy(update={"redis_url": url})
+        db = connect(local)
+        sub = submit(
+            db, batch, fresh, resume_running=True, visibility_timeout_s=local.visibility_timeout_s
+        )
+        if not quiet and sub.reused:
+            console.print(f"resuming: {sub.reused} of {sub.total} unit results already stored")
+        info = wait(db, sub.batch_id, sub.total, show=not quiet)
+        report(db, info, show=not quiet)
+        return info
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def status_line(info: BatchInfo) -> str:
+    return (
+        f"{info.id}  {info.status:<9} {info.workload:<9} {info.completed:>6}/{info.total:<6} "
+        f"errors {info.errors:<4} leaderboard {info.leaderboard}"
+    )

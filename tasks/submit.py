@@ -1,0 +1,127 @@
+"""Submitting a batch: validate, resume what is stored, fan out the rest as a chord."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Literal
+
+from celery import chord
+from pydantic import BaseModel
+
+from tasks.app import app
+from tasks.store import Store
+from tasks.units import chord_error, chunk_time_limits, reduce_batch, run_chunk
+from tasks.validation import InputError
+from tasks.workloads import get_workload
+from tasks.workloads.base import Unit, ValidatedBatch
+
+
+class Submission(BaseModel):
+    batch_id: str
+    leaderboard: str
+    total: int
+    reused: int  # unit results already stored (resume)
+    enqueued: int  # units sent to workers
+    state: Literal["enqueued", "already-done", "already-running", "reducing"]
+
+
+def chunked(units: list[Unit], size: int) -> list[list[Unit]]:
+    by_queue: dict[str, list[Unit]] = defaultdict(list)
+    for unit in units:
+        by_queue[unit.queue].append(unit)
+    return [q[i : i + size] for q in by_queue.values() for i in range(0, len(q), size)]
+
+
+def check_leaderboard(store: Store, batch: ValidatedBatch) -> str:
+    name = batch.spec.leaderboard_name()
+    existing = store.leaderboard_protocol(name)
+    if existing is not None and existing != batch.spec.protocol_fingerprint():
+        raise InputError(
+            f"leaderboard: {name!r} holds results of a different protocol (items, protocol or "
+            "params differ); name another leaderboard"
+        )
+    return name
+
+
+def submit(
+    store: Store,
+    batch: ValidatedBatch,
+    fresh: bool = False,
+    resume_running: bool = False,
+    visibility_timeout_s: float | None = None,
+) -> Submission:
+    """Enqueue the units of `batch` that have no stored result (all of them with `fresh`).
+
+    A batch still running is left alone unless `resume_running` (the embedded cluster, whose
+    previous run was interrupted, knows nothing else is working on it).
+    """
+    workload = get_workload(batch.spec.workload)
+    leaderboard = check_leaderboard(store, batch)
+    units = workload.expand(batch)
+    batch_id = batch.batch_id
+    longest = max(chunk_time_limits(c)[1] for c in chunked(units, workload.chunk_size))
+    if visibility_timeout_s is not None and longest >= visibility_timeout_s:
+        raise InputError(
+            f"protocol.unit_time_limit_s: a chunk may run {longest:g}s, not below the broker's "
+            f"visibility timeout ({visibility_timeout_s:g}s, ARENA_VISIBILITY_TIMEOUT_S)"
+        )
+    info = store.batch(batch_id)
+    if fresh:
+        store.forget_results(batch_id)
+    elif info is not None and info.status == "running" and not resume_running:
+        return Submission(
+            batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=info.completed,
+            enqueued=0, state="already-running",
+        )  # fmt: skip
+    stored = store.stored_unit_ids(batch_id)
+    missing = [u for u in units if u.id not in stored]
+    reused = len(units) - len(missing)
+    if info is not None and info.status == "done" and not missing and not fresh:
+        return Submission(
+            batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=reused,
+            enqueued=0, state="already-done",
+        )  # fmt: skip
+    store.start_batch(
+        batch_id, batch.spec.model_dump(mode="json"), workload.name, leaderboard, len(units)
+    )
+    if not missing:
+        reduce_batch.delay(batch_id)
+        state: Literal["enqueued", "reducing"] = "reducing"
+    else:
+        header = []
+        for index, chunk in enumerate(chunked(missing, workload.chunk_size)):
+            soft, hard = chunk_time_limits(chunk)
+            header.append(
+                run_chunk.signature(
+                    (batch_id, f"chunk-{index}-{chunk[0].id}", [u.model_dump() for u in chunk]),
+                    queue=chunk[0].queue,
+                    soft_time_limit=soft,
+                    time_limit=hard,
+                )
+            )
+        body = reduce_batch.si(batch_id).set(link_error=[chord_error.s(batch_id=batch_id)])
+        chord(header)(body)
+        _drop_result_subscriptions()
+        state = "enqueued"
+    return Submission(
+        batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=reused,
+        enqueued=len(missing), state=state,
+    )  # fmt: skip
+
+
+def _drop_result_subscriptions() -> None:
+    """We never wait on Celery results (progress is read from Redis), so close the pubsub the
+    redis backend opened for them: otherwise it talks to Redis again at interpreter exit."""
+    consumer = app.backend.result_consumer
+    consumer.stop()
+    consumer.subscribed_to.clear()
+
+
+def cancel(store: Store, batch_id: str) -> str:
+    status = store.status(batch_id)
+    if status is None:
+        raise InputError(f"batch: no batch {batch_id!r}")
+    if status == "running":
+        store.set_status(batch_id, "cancelled", "cancelled by user")
+        return "cancelled"
+    return status

@@ -1,0 +1,73 @@
+"""Workload registry: every module in this package that defines a Workload subclass adds one."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tasks.spec import BatchSpec
+from tasks.validation import InputError, describe_validation_error
+from tasks.workloads.base import ValidatedBatch, Workload
+
+
+@cache
+def workloads() -> dict[str, Workload]:
+    found: dict[str, Workload] = {}
+    for module_info in pkgutil.iter_modules(__path__):
+        if module_info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                issubclass(cls, Workload)
+                and not inspect.isabstract(cls)
+                and cls.__module__ == module.__name__
+            ):
+                found[cls.name] = cls()
+    return found
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return workloads()[name]
+    except KeyError:
+        known = ", ".join(sorted(workloads()))
+        raise InputError(f"workload: unknown workload {name!r} (known: {known})") from None
+
+
+def _each(model: type[BaseModel], values: list[Any], where: str) -> list[Any]:
+    parsed = []
+    for index, value in enumerate(values):
+        try:
+            parsed.append(model.model_validate(value))
+        except ValidationError as exc:
+            raise InputError(describe_validation_error(exc, prefix=f"{where}[{index}].")) from None
+    return parsed
+
+
+def validate_batch(data: Any) -> ValidatedBatch:
+    """The whole spec checked (generic shape, then the workload's parts); errors name the field."""
+    if not isinstance(data, dict):
+        raise InputError("spec: expected a mapping with workload, agents, items, protocol")
+    try:
+        spec = BatchSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(describe_validation_error(exc)) from None
+    workload = get_workload(spec.workload)
+    agents = _each(workload.agent_model, [workload.coerce_agent(a) for a in spec.agents], "agents")
+    items = _each(workload.item_model, [workload.coerce_item(i) for i in spec.items], "items")
+    for label, keys in (("agents", [workload.agent_key(a) for a in agents]),
+                        ("items", [workload.item_key(i) for i in items])):  # fmt: skip
+        duplicates = sorted({k for k in keys if keys.count(k) > 1})
+        if duplicates:
+            raise InputError(f"{label}: duplicate names {duplicates}")
+    try:
+        params = workload.params_model.model_validate(spec.params)
+    except ValidationError as exc:
+        raise InputError(describe_validation_error(exc, prefix="params.")) from None
+    return ValidatedBatch(spec=spec, agents=agents, items=items, params=params)
