@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import itertools
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import redis
 
 PR_SET_PDEATHSIG = 1
+_worker_numbers = itertools.count(1)
 
 
 def redis_server_binary() -> str:
@@ -101,16 +103,21 @@ def embedded_redis(data_dir: Path) -> Iterator[str]:
 
 
 def start_workers(
-    redis_url: str, concurrency: int, data_dir: Path, queues: str = "cpu,gpu"
+    redis_url: str,
+    concurrency: int,
+    data_dir: Path,
+    queues: str = "cpu,gpu",
+    base_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "ARENA_REDIS_URL": redis_url}
+    """`concurrency` prefork worker processes consuming `queues`, in their own process group."""
+    env = {**(base_env if base_env is not None else os.environ), "ARENA_REDIS_URL": redis_url}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     return _spawn(
         [
             sys.executable, "-m", "celery", "-A", "tasks.app", "worker", "--queues", queues,
             "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "WARNING",
             "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "--hostname", f"embedded-{os.getpid()}@%h",
+            "--hostname", f"arena-{os.getpid()}-{next(_worker_numbers)}@%h",
         ],
         env=env,
         log=data_dir.resolve() / "worker.log",

@@ -7,12 +7,13 @@ from functools import cache
 
 import redis
 from celery import Celery
-from kombu.entity import Queue
+from kombu.entity import Exchange, Queue
 
 from tasks.settings import ArenaSettings, celery_url
 from tasks.store import Store
 
 app = Celery("arena", include=["tasks.units"])
+QUEUES = ("cpu", "gpu")
 
 
 def configure(settings: ArenaSettings) -> Celery:
@@ -27,10 +28,16 @@ def configure(settings: ArenaSettings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s,
+            # Sweep for messages a dead worker left unacknowledged every N seconds (kombu's
+            # default throttle would make it every 10 x N).
+            "unacked_restore_interval": settings.restore_interval_s,
+            "unacked_restore_throttle": 1,
+        },
         result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
         result_expires=settings.result_expires_s,
-        task_queues=(Queue("cpu"), Queue("gpu")),
+        task_queues=tuple(Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES),
         task_default_queue="cpu",
         task_serializer="json",
         result_serializer="json",

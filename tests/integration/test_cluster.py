@@ -1,0 +1,196 @@
+"""The cluster end to end: real Redis, real Celery worker processes, the real `arena` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tasks.execute import execute_unit
+from tasks.store import Store
+from tasks.workloads import get_workload, validate_batch
+from tests.integration.conftest import arena, bandit_spec, wait_finished
+
+pytestmark = pytest.mark.integration
+
+
+def in_process_leaderboard(spec: dict) -> dict[str, dict]:
+    """The same units run in this process, no Celery: what the cluster must reproduce."""
+    batch = validate_batch(spec)
+    workload = get_workload("bandit")
+
+    results = [execute_unit(workload, unit) for unit in workload.expand(batch)]
+    # Through JSON, as the cluster stores it (tuples become lists).
+    return json.loads(
+        json.dumps({e.agent: e.stats for e in workload.reduce(batch, results).entries})
+    )
+
+
+def cluster_leaderboard(db: Store, name: str) -> dict[str, dict]:
+    return {row.agent: row.stats for row in db.leaderboard(name)}
+
+
+def submit(env, write_spec, spec: dict, *flags: str) -> str:
+    result = arena("submit", str(write_spec(spec)), *flags, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_batch_of_200_units_fills_the_leaderboard(cluster_env, db, workers, write_spec):
+    spec = bandit_spec()
+    workers.start(cluster_env, concurrency=2)
+    batch_id = submit(cluster_env, write_spec, spec)
+    assert wait_finished(db, batch_id) == "done"
+    info = db.batch(batch_id)
+    assert (info.total, info.completed, info.errors) == (200, 200, 0)
+    expected = in_process_leaderboard(spec)
+    assert cluster_leaderboard(db, "it") == expected
+    ranking = [row.agent for row in db.leaderboard("it")]
+    assert ranking[-1] == "random"  # every strategy that learns beats random pulls
+    assert info.summary["ranking"] == sorted(expected, key=lambda a: -expected[a]["mean_reward"])
+    # The CLI reads the same board.
+    shown = arena("leaderboard", "it", "--json", env=cluster_env)
+    assert [e["agent"] for e in json.loads(shown.stdout)["entries"]] == ranking
+
+
+def test_sigkill_mid_batch_loses_nothing(cluster_env, db, workers, write_spec):
+    # Slower units so the kills land mid-batch; workers with a short visibility timeout so the
+    # chunks a whole killed worker held unacknowledged come back within the test. (A chunk here
+    # runs well under a second; the submitter keeps the default and its safety check.)
+    env = {**cluster_env, "ARENA_VISIBILITY_TIMEOUT_S": "6", "ARENA_RESTORE_INTERVAL_S": "1"}
+    spec = bandit_spec(params={"pulls": 6000}, protocol={"episodes": 20, "seed": 5,
+                                                         "unit_time_limit_s": 3})  # fmt: skip
+    doomed = workers.start(env, concurrency=2)
+    survivor = workers.start(env, concurrency=1)
+    batch_id = submit(cluster_env, write_spec, spec)
+    while db.progress(batch_id)[0] < 30:
+        time.sleep(0.05)
+    # 1. SIGKILL the pool processes running units (the worker's parent requeues their chunks).
+    for child in workers.children(doomed):
+        os.kill(child, 9)
+    while db.progress(batch_id)[0] < 90:
+        time.sleep(0.05)
+    # 2. SIGKILL a whole worker (main process and children) holding unacknowledged chunks.
+    workers.kill_group(doomed)
+    assert wait_finished(db, batch_id, timeout=300) == "done"
+    assert survivor.poll() is None
+    results = db.unit_results(batch_id)
+    expected_ids = {u.id for u in get_workload("bandit").expand(validate_batch(spec))}
+    assert set(results) == expected_ids  # every unit stored, once (one hash field per unit id)
+    assert all(r.status == "ok" for r in results.values()), [
+        r.reason for r in results.values() if r.status != "ok"
+    ]
+    assert cluster_leaderboard(db, "it") == in_process_leaderboard(spec)
+
+
+def test_resubmitting_a_finished_spec_enqueues_nothing(cluster_env, db, workers, write_spec):
+    spec = bandit_spec(protocol={"episodes": 4, "seed": 1})
+    workers.start(cluster_env, concurrency=1)
+    batch_id = submit(cluster_env, write_spec, spec)
+    assert wait_finished(db, batch_id) == "done"
+    history_before = db.history("it", "ucb1")
+    again = arena("submit", str(write_spec(spec)), env=cluster_env)
+    assert again.stdout.strip() == batch_id
+    assert "already-done: 0 units enqueued, 40 reused" in again.stderr
+    assert db.r.llen("cpu") == 0
+    assert db.history("it", "ucb1") == history_before
+    # A partly stored batch runs only what is missing ...
+    lost = sorted(db.stored_unit_ids(batch_id))[:7]
+    db.r.hdel(db.k_units(batch_id), *lost)
+    db.set_status(batch_id, "failed", "simulated loss")
+    partial = arena("submit", str(write_spec(spec)), env=cluster_env)
+    assert "enqueued: 7 units enqueued, 33 reused" in partial.stderr
+    assert wait_finished(db, batch_id) == "done"
+    assert len(db.history("it", "ucb1")) == len(history_before) + 1
+    # ... and --fresh reruns everything, to the same values.
+    before = cluster_leaderboard(db, "it")
+    fresh = arena("submit", str(write_spec(spec)), "--fresh", env=cluster_env)
+    assert "enqueued: 40 units enqueued, 0 reused" in fresh.stderr
+    assert wait_finished(db, batch_id) == "done"
+    assert cluster_leaderboard(db, "it") == before
+
+
+def test_agent_faults_become_error_results(cluster_env, db, workers, write_spec):
+    agents = [
+        "ucb1",
+        {"name": "crasher", "entry_point": "tests.integration.agents:crashing"},
+        {"name": "sleeper", "entry_point": "tests.integration.agents:sleepy"},
+        {"name": "quitter", "entry_point": "tests.integration.agents:exiting"},
+        {"name": "cheater", "entry_point": "tests.integration.agents:bad_arm"},
+        {"name": "missing", "entry_point": "tests.integration.no_such_module:agent"},
+    ]
+    spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 3, "unit_time_limit_s": 1})
+    workers.start(cluster_env, concurrency=2)
+    batch_id = submit(cluster_env, write_spec, spec)
+    assert wait_finished(db, batch_id, timeout=120) == "done"
+    results = db.unit_results(batch_id)
+    reasons = {r.agent: r.reason for r in results.values() if r.status == "error"}
+    assert "ucb1" not in reasons
+    assert "agent bug at pull 10" in reasons["crasher"]
+    assert "time limit of 1s exceeded" in reasons["sleeper"]
+    assert "SystemExit" in reasons["quitter"]
+    assert "arm 99" in reasons["cheater"]
+    assert "ModuleNotFoundError" in reasons["missing"]
+    board = cluster_leaderboard(db, "it")
+    assert board["sleeper"]["errors"] == 4 and board["sleeper"]["mean_reward"] == 0
+    assert db.leaderboard("it")[0].agent == "ucb1"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"colour": "blue"}, "colour"),  # unknown key
+        ({"protocol": {"episodes": "ten"}}, "protocol.episodes"),  # wrong type
+        ({"workload": "chess"}, "workload"),  # unknown workload
+        ({"protocol": {"episodes": 0}}, "protocol.episodes"),
+        ({"agents": ["random", "alphago"]}, "agents[1]"),
+        ({"items": [{"name": "x", "arms": [0.5, 1.5]}]}, "items[0].arms[1]"),
+        ({"params": {"pulls": -1}}, "params.pulls"),
+        ({"agents": ["ucb1", "ucb1"]}, "duplicate"),
+        ({"leaderboard": "has space"}, "leaderboard"),
+    ],
+)
+def test_invalid_spec_is_refused_before_anything_is_enqueued(
+    cluster_env, db, write_spec, change, field
+):
+    path = write_spec(bandit_spec(**change))
+    for command in ("submit", "run"):
+        result = arena(command, str(path), env=cluster_env)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("arena: error: ") and field in lines[0]
+        assert "Traceback" not in result.stderr
+    assert db.r.dbsize() == 0  # nothing stored, nothing queued
+
+
+def test_a_board_keeps_one_protocol(cluster_env, db, workers, write_spec):
+    workers.start(cluster_env, concurrency=1)
+    batch_id = submit(cluster_env, write_spec, bandit_spec(protocol={"episodes": 2, "seed": 1}))
+    assert wait_finished(db, batch_id) == "done"
+    other = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 3, "seed": 1}))),
+                  env=cluster_env)  # fmt: skip
+    assert other.returncode == 2
+    assert "leaderboard: 'it' holds results of a different protocol" in other.stderr
+
+
+def test_cancel_stops_a_batch_and_leaves_the_board(cluster_env, db, workers, write_spec):
+    spec = bandit_spec(params={"pulls": 20000}, leaderboard="cancelled-board")
+    workers.start(cluster_env, concurrency=1)
+    batch_id = submit(cluster_env, write_spec, spec)
+    while db.progress(batch_id)[0] < 5:
+        time.sleep(0.05)
+    result = arena("cancel", batch_id, env=cluster_env)
+    assert result.stdout.strip() == f"{batch_id}: cancelled"
+    time.sleep(3)
+    assert db.status(batch_id) == "cancelled"
+    assert db.progress(batch_id)[0] < 200
+    assert db.leaderboard("cancelled-board") == []
+
+
+def test_cluster_commands_without_a_redis_url_say_so(write_spec):
+    env = {k: v for k, v in os.environ.items() if k != "ARENA_REDIS_URL"}
+    result = arena("submit", str(write_spec(bandit_spec())), env=env)
+    assert result.returncode == 2
+    assert "ARENA_REDIS_URL is not set" in result.stderr
