@@ -109,7 +109,8 @@ def report(db: Store, info: BatchInfo, show: bool = True) -> None:
         return
     console.print(
         f"batch {info.id}: [bold]{info.status}[/] — {info.completed}/{info.total} units, "
-        f"{info.errors} errors" + (f" ({info.reason})" if info.reason else "")
+        f"{info.errors} errors" + (f" ({info.reason})" if info.reason else ""),
+        soft_wrap=True,
     )
     if info.status == "done":
         table, _ = leaderboard_table(db, info.leaderboard)
@@ -136,7 +137,9 @@ def run_batch(spec_path: str, fresh: bool, workers: int | None, quiet: bool = Fa
             db, batch, fresh, resume_running=True, visibility_timeout_s=local.visibility_timeout_s
         )
         if not quiet and sub.reused:
-            console.print(f"resuming: {sub.reused} of {sub.total} unit results already stored")
+            console.print(
+                f"resuming: {sub.reused} of {sub.total} unit results already stored", soft_wrap=True
+            )
         info = wait(db, sub.batch_id, sub.total, show=not quiet)
         report(db, info, show=not quiet)
         return info

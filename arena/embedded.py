@@ -47,10 +47,11 @@ def _spawn(
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-    """SIGTERM the process group, then SIGKILL whatever is left."""
+    """SIGTERM the process (a Celery worker then finishes its running units), then SIGKILL
+    whatever is left of its process group."""
     if process.poll() is None:
         with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+            process.terminate()
         with suppress(subprocess.TimeoutExpired):
             process.wait(timeout)
     with suppress(ProcessLookupError):

@@ -16,6 +16,26 @@ class UnitTimeout(Exception):
     pass
 
 
+class _Shutdown:
+    """Set when this worker process is told to stop: a SystemExit then is not the agent's."""
+
+    requested = False
+
+
+def watch_for_shutdown() -> None:
+    """Chain a flag onto the process's SIGTERM handler (called in each worker process)."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        _Shutdown.requested = True
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
 @contextmanager
 def deadline(seconds: float) -> Iterator[None]:
     """Raise UnitTimeout in the running code after `seconds` (main thread on Unix only).
@@ -58,6 +78,8 @@ def execute_unit(workload: Workload, unit: Unit) -> UnitResult:
         with deadline(unit.time_limit_s):
             raw = workload.run_unit(unit)
     except (Exception, SystemExit) as exc:  # agent code may raise anything, even SystemExit
+        if isinstance(exc, SystemExit) and _Shutdown.requested:
+            raise  # the worker is stopping: the unit is redelivered, not failed
         reason = str(exc) if isinstance(exc, UnitTimeout) else f"{type(exc).__name__}: {exc}"
         return error_result(unit, reason, time.perf_counter() - started)
     return UnitResult(

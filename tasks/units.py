@@ -6,10 +6,11 @@ import time
 from typing import Any
 
 from celery import Task
+from celery.signals import worker_process_init
 from celery.utils.log import get_task_logger
 
 from tasks.app import app, store
-from tasks.execute import error_result, execute_unit
+from tasks.execute import error_result, execute_unit, watch_for_shutdown
 from tasks.settings import ArenaSettings
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import Unit
@@ -24,6 +25,11 @@ def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
     """Celery's soft and hard limits for a chunk: backstops behind the per-unit deadline."""
     soft = sum(u.time_limit_s for u in units) + 30
     return soft, soft + 30
+
+
+@worker_process_init.connect
+def _on_worker_process_init(**_: Any) -> None:
+    watch_for_shutdown()
 
 
 @app.task(name="arena.run_chunk", acks_late=True, reject_on_worker_lost=True)

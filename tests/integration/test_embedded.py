@@ -1,0 +1,87 @@
+"""`arena run` on the embedded default: its own Redis and workers, a progress bar, a leaderboard,
+data that survives between runs, and nothing left running afterwards, Ctrl-C included."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ARENA, ROOT, arena, bandit_spec
+
+pytestmark = pytest.mark.integration
+
+
+def embedded_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
+    return {**env, "ARENA_DATA_DIR": str(data_dir), "ARENA_WORKERS": "2"}
+
+
+def leftovers(data_dir: Path, arena_pid: int | None = None) -> list[str]:
+    """Processes still running that belong to that embedded run (its Redis or its workers)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        mine = str(data_dir.resolve()) in cmdline or (
+            arena_pid is not None and f"arena-{arena_pid}-" in cmdline
+        )
+        if mine and "pytest" not in cmdline:
+            found.append(f"{proc.name}: {cmdline[:120]}")
+    return found
+
+
+def test_arena_run_on_the_embedded_default(tmp_path: Path):
+    env = embedded_env(tmp_path / "data")
+    first = arena("run", "examples/bandit.yaml", env=env)
+    assert first.returncode == 0, first.stderr + first.stdout
+    assert "done — 200/200 units, 0 errors" in first.stdout
+    assert "Leaderboard: bandit-demo" in first.stdout
+    assert leftovers(tmp_path / "data") == []
+    # The data folder keeps the board: readable without a cluster, and a rerun is a resume.
+    board = json.loads(arena("leaderboard", "bandit-demo", "--json", env=env).stdout)
+    assert [e["agent"] for e in board["entries"]][-1] == "random"
+    second = arena("run", "examples/bandit.yaml", env=env)
+    assert "resuming: 200 of 200 unit results already stored" in second.stdout
+    again = json.loads(arena("leaderboard", "bandit-demo", "--json", env=env).stdout)
+    assert [e["stats"] for e in again["entries"]] == [e["stats"] for e in board["entries"]]
+    batches = arena("batches", env=env).stdout
+    assert "done" in batches and "bandit-demo" in batches
+
+
+def test_ctrl_c_leaves_no_stray_process_and_the_rerun_resumes(tmp_path: Path, write_spec):
+    data = tmp_path / "data"
+    spec = write_spec(bandit_spec(params={"pulls": 30000}, leaderboard="slow"))
+    run = subprocess.Popen(
+        [ARENA, "run", str(spec)], env=embedded_env(data), cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (data / "worker.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(4)  # the workers are starting or running units: interrupt mid-batch
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "arena: aborted"
+    assert leftovers(data, run.pid) == []
+    rerun = arena("run", str(spec), env=embedded_env(data))
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resuming:" in rerun.stdout
+    status = arena("batches", "--json", env=embedded_env(data)).stdout
+    assert "done — 200/200 units, 0 errors" in rerun.stdout, status
+
+
+def test_status_of_an_unknown_batch(tmp_path: Path):
+    result = arena("status", "nope", env=embedded_env(tmp_path / "data"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == "arena: error: batch: no batch 'nope'"
