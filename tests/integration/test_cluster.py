@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
 import pytest
 
+from arena.embedded import stop
 from tasks.execute import execute_unit
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
-from tests.integration.conftest import arena, bandit_spec, wait_finished
+from tests.integration.conftest import ARENA, ROOT, arena, bandit_spec, wait_finished
 
 pytestmark = pytest.mark.integration
 
@@ -194,3 +196,28 @@ def test_cluster_commands_without_a_redis_url_say_so(write_spec):
     result = arena("submit", str(write_spec(bandit_spec())), env=env)
     assert result.returncode == 2
     assert "ARENA_REDIS_URL is not set" in result.stderr
+
+
+def test_arena_worker_consumes_only_its_queues(cluster_env, db, write_spec):
+    def worker(queues: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [ARENA, "worker", "--queues", queues, "--concurrency", "1", "--loglevel", "WARNING"],
+            env=cluster_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+
+    gpu_only = worker("gpu")
+    cpu = None
+    try:
+        batch_id = submit(cluster_env, write_spec, bandit_spec(protocol={"episodes": 2}))
+        time.sleep(4)
+        assert db.progress(batch_id) == (0, "running")  # bandit units go to the cpu queue
+        cpu = worker("cpu")
+        watched = arena("status", batch_id, "--watch", "--json", env=cluster_env)
+        assert json.loads(watched.stdout)["status"] == "done"
+        assert json.loads(watched.stdout)["completed"] == 20
+    finally:
+        for process in filter(None, (gpu_only, cpu)):
+            stop(process)
+    bad = arena("worker", "--queues", "tpu", env=cluster_env)
+    assert bad.returncode == 2 and "--queues: unknown queue 'tpu'" in bad.stderr
