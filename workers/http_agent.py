@@ -1,0 +1,52 @@
+"""An agent behind an HTTP endpoint, so agents in any language (LLM agents included) can play.
+
+Protocol: for every move Arena POSTs JSON `{"game", "player", "seed", "observation"}` to the
+endpoint and expects `{"action": ...}` back within the per-move timeout. Anything else — a
+timeout, a refused connection, a non-2xx status, a body that is not JSON or has no "action" —
+raises HttpAgentError; the match runner then plays the game's default action and counts a fault.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+
+class HttpAgentError(RuntimeError):
+    pass
+
+
+class HttpAgent:
+    def __init__(
+        self, url: str, timeout_s: float = 10.0, headers: dict[str, str] | None = None
+    ) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self._client = httpx.Client(timeout=timeout_s, headers=headers or {})
+        self._context: dict[str, Any] = {}
+
+    def reset(self, game: str, player: int, seed: int) -> None:
+        self._context = {"game": game, "player": player, "seed": seed}
+
+    def act(self, observation: dict[str, Any]) -> Any:
+        try:
+            response = self._client.post(
+                self.url, json={**self._context, "observation": observation}
+            )
+        except httpx.TimeoutException:
+            raise HttpAgentError(f"no answer within {self.timeout_s:g}s") from None
+        except httpx.HTTPError as exc:
+            raise HttpAgentError(f"request failed: {type(exc).__name__}: {exc}") from None
+        if not response.is_success:
+            raise HttpAgentError(f"HTTP {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise HttpAgentError("answer is not JSON") from None
+        if not isinstance(body, dict) or "action" not in body:
+            raise HttpAgentError('answer has no "action"')
+        return body["action"]
+
+    def close(self) -> None:
+        self._client.close()
