@@ -10,6 +10,7 @@ import click
 
 from arena import cluster_cmd
 from arena.errors import InputError
+from arena.game_cmd import benchmark_command
 from arena.inputs import read_json
 from arena.score_cmd import SCORERS, score
 from tasks.settings import ArenaSettings
@@ -64,7 +65,8 @@ def demo_command(examples_dir: Path) -> None:
 @click.option("--quiet", is_flag=True, help="No progress bar or table.")
 def run_command(spec: str, fresh: bool, workers: int | None, quiet: bool) -> None:
     """Run a batch and print its leaderboard (embedded cluster unless ARENA_REDIS_URL is set)."""
-    info = cluster_cmd.run_batch(spec, fresh, workers, quiet)
+    batch = cluster_cmd.load_batch(spec)  # refuse a bad spec before starting anything
+    info, _ = cluster_cmd.run_batch(batch, fresh, workers, quiet)
     if info.status != "done":
         raise SystemExit(1)
 
@@ -172,6 +174,14 @@ def worker_command(queues: str, concurrency: int | None, loglevel: str) -> None:
     configure(_cluster_settings("worker"))
     argv = ["worker", "--queues", queues, "--loglevel", loglevel, "--without-gossip"]
     app.worker_main(argv + (["--concurrency", str(concurrency)] if concurrency else []))
+
+
+@cli.group("game")
+def game_group() -> None:
+    """The Alympics game-theory benchmark."""
+
+
+game_group.add_command(benchmark_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,7 @@ from tasks.spec import load_spec_file
 from tasks.store import FINISHED, BatchInfo, Store, as_entries
 from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch
-from tasks.workloads.base import ValidatedBatch
+from tasks.workloads.base import UnitResult, ValidatedBatch
 
 console = Console()
 POLL_S = 0.2
@@ -132,17 +132,31 @@ def run_batch(spec_path: str, fresh: bool, workers: int | None, quiet: bool = Fa
     with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
         forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
         local = settings.model_copy(update={"redis_url": url})
-        db = connect(local)
-        sub = submit(
-            db, batch, fresh, resume_running=True, visibility_timeout_s=local.visibility_timeout_s
+        return _submit_and_wait(connect(local), batch, fresh, local, quiet, resume_running=True)
+
+
+def _submit_and_wait(
+    db: Store,
+    batch: ValidatedBatch,
+    fresh: bool,
+    settings: ArenaSettings,
+    quiet: bool,
+    resume_running: bool = False,
+) -> tuple[BatchInfo, list[UnitResult]]:
+    from tasks.submit import submit
+
+    sub = submit(
+        db, batch, fresh, resume_running, visibility_timeout_s=settings.visibility_timeout_s
+    )
+    if not quiet and sub.reused:
+        console.print(
+            f"resuming: {sub.reused} of {sub.total} unit results already stored", soft_wrap=True
         )
-        if not quiet and sub.reused:
-            console.print(
-                f"resuming: {sub.reused} of {sub.total} unit results already stored", soft_wrap=True
-            )
-        info = wait(db, sub.batch_id, sub.total, show=not quiet)
-        report(db, info, show=not quiet)
-        return info
+    info = wait(db, sub.batch_id, sub.total, show=not quiet)
+    report(db, info, show=not quiet)
+    stored = db.unit_results(sub.batch_id)
+    units = get_workload(batch.spec.workload).expand(batch)
+    return info, [stored[u.id] for u in units if u.id in stored]
 
 
 def print_json(data: Any) -> None:

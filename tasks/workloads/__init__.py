@@ -70,4 +70,6 @@ def validate_batch(data: Any) -> ValidatedBatch:
         params = workload.params_model.model_validate(spec.params)
     except ValidationError as exc:
         raise InputError(describe_validation_error(exc, prefix="params.")) from None
-    return ValidatedBatch(spec=spec, agents=agents, items=items, params=params)
+    batch = ValidatedBatch(spec=spec, agents=agents, items=items, params=params)
+    workload.check(batch)
+    return batch

@@ -105,8 +105,8 @@ class Workload(ABC):
     def queue(self, agent: Any, item: Any, params: Any) -> QueueName:
         return "cpu"
 
-    def default_leaderboard(self, batch: ValidatedBatch) -> str:
-        return self.name
+    def check(self, batch: ValidatedBatch) -> None:  # noqa: B027 (optional hook)
+        """Cross-field checks of a whole spec; raise InputError naming the field."""
 
     def expand(self, batch: ValidatedBatch) -> list[Unit]:
         """agents × items × episodes, in a fixed order, with seeds derived from the batch seed."""
