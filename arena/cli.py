@@ -10,7 +10,6 @@ import click
 
 from arena import cluster_cmd
 from arena.errors import InputError
-from arena.game_cmd import benchmark_command
 from arena.inputs import read_json
 from arena.score_cmd import SCORERS, score
 from tasks.settings import ArenaSettings
@@ -174,14 +173,6 @@ def worker_command(queues: str, concurrency: int | None, loglevel: str) -> None:
     configure(_cluster_settings("worker"))
     argv = ["worker", "--queues", queues, "--loglevel", loglevel, "--without-gossip"]
     app.worker_main(argv + (["--concurrency", str(concurrency)] if concurrency else []))
-
-
-@cli.group("game")
-def game_group() -> None:
-    """The Alympics game-theory benchmark."""
-
-
-game_group.add_command(benchmark_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -117,18 +117,15 @@ def report(db: Store, info: BatchInfo, show: bool = True) -> None:
         console.print(table)
 
 
-def run_batch(spec_path: str, fresh: bool, workers: int | None, quiet: bool = False) -> BatchInfo:
-    """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default."""
-    from tasks.submit import submit
+def run_batch(
+    batch: ValidatedBatch, fresh: bool, workers: int | None, quiet: bool = False
+) -> tuple[BatchInfo, list[UnitResult]]:
+    """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default.
 
-    batch = load_batch(spec_path)  # refuse a bad spec before starting anything
+    Returns the finished batch and its unit results in unit order."""
     settings = ArenaSettings()
     if settings.redis_url:
-        db = connect(settings)
-        sub = submit(db, batch, fresh, visibility_timeout_s=settings.visibility_timeout_s)
-        info = wait(db, sub.batch_id, sub.total, show=not quiet)
-        report(db, info, show=not quiet)
-        return info
+        return _submit_and_wait(connect(settings), batch, fresh, settings, quiet)
     with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
         forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
         local = settings.model_copy(update={"redis_url": url})
@@ -143,7 +140,7 @@ def _submit_and_wait(
     quiet: bool,
     resume_running: bool = False,
 ) -> tuple[BatchInfo, list[UnitResult]]:
-    from tasks.submit import submit
+    from tasks.submit import submit  # Celery is imported only when a command needs it
 
     sub = submit(
         db, batch, fresh, resume_running, visibility_timeout_s=settings.visibility_timeout_s
