@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from arena import cluster_cmd
+from arena.embedded import DataDirInUse
 from arena.errors import InputError
 from arena.inputs import read_json
 from arena.score_cmd import SCORERS, score
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input ends with one line on stderr and exit status 2, never a traceback."""
     try:
         cli.main(args=argv, prog_name="arena", standalone_mode=False)
-    except (InputError, click.ClickException) as exc:
+    except (InputError, DataDirInUse, click.ClickException) as exc:
         message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
         click.echo(f"arena: error: {' '.join(message.split())}", err=True)
         sys.exit(2)

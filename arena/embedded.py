@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import importlib.util
 import itertools
 import os
@@ -68,11 +69,41 @@ def _socket_path(data_dir: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix="arena-")) / "redis.sock"
 
 
+class DataDirInUse(RuntimeError):
+    pass
+
+
+@contextmanager
+def _exclusive(data_dir: Path) -> Iterator[None]:
+    """One embedded Redis per data folder: a second one would share its append-only file."""
+    with open(data_dir / "arena.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise DataDirInUse(
+                f"{data_dir} is in use by arena (pid {holder}); wait for it, or set "
+                "ARENA_DATA_DIR to another folder"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        yield
+
+
 @contextmanager
 def embedded_redis(data_dir: Path) -> Iterator[str]:
     """A private Redis on a unix socket, data (AOF) in data_dir; yields its unix:// URL."""
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(data_dir), _redis_server(data_dir) as url:
+        yield url
+
+
+@contextmanager
+def _redis_server(data_dir: Path) -> Iterator[str]:
     sock = _socket_path(data_dir)
     sock.unlink(missing_ok=True)
     server = _spawn(

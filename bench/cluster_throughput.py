@@ -130,7 +130,7 @@ def table(rows: list[Row], baseline: float, workers: int) -> Table:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--units", type=int, default=2000, help="units per run (default 2000)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each mode (default 1)")
     args = parser.parse_args()
     if args.units < 1 or args.workers < 1 or args.repeat < 1:
@@ -180,4 +180,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Redis and the workers are already stopped
+        raise SystemExit(130) from None

@@ -69,6 +69,10 @@ def test_ctrl_c_leaves_no_stray_process_and_the_rerun_resumes(tmp_path: Path, wr
     while not (data / "worker.log").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(4)  # the workers are starting or running units: interrupt mid-batch
+    # Meanwhile the data folder is this run's alone: a second embedded Redis would share its files.
+    second = arena("batches", env=embedded_env(data))
+    assert second.returncode == 2
+    assert f"is in use by arena (pid {run.pid})" in second.stderr
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=60)
     assert run.returncode == 130, err

@@ -1,0 +1,24 @@
+"""The Alympics games as pure engines: five games, their baselines, the built-in agent, playing
+an episode with fault tolerance, and the per-game measures the rubric reads (SEED-NOTES).
+
+Modules: base (the Game interface and EpisodeRecord), episode (play_episode, game_measures),
+registry (GAMES, BASELINES, BUILTIN, opponent_lineup), one module per game.
+"""
+
+from workers.games.base import EpisodeRecord, Game, InvalidAction, Strategy
+from workers.games.episode import derive_seed, game_measures, play_episode
+from workers.games.registry import BASELINES, BUILTIN, GAMES, opponent_lineup
+
+__all__ = [
+    "BASELINES",
+    "BUILTIN",
+    "GAMES",
+    "EpisodeRecord",
+    "Game",
+    "InvalidAction",
+    "Strategy",
+    "derive_seed",
+    "game_measures",
+    "opponent_lineup",
+    "play_episode",
+]
