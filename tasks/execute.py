@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from tasks.workloads.base import Unit, UnitResult, Workload
 
@@ -60,16 +61,19 @@ def deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def error_result(unit: Unit, reason: str, duration_s: float = 0.0) -> UnitResult:
+def unit_result(unit: Unit, duration_s: float = 0.0, **fields: Any) -> UnitResult:
     return UnitResult(
         unit_id=unit.id,
         agent=unit.agent,
         item=unit.item,
         episode=unit.episode,
-        status="error",
-        reason=reason[:500],
         duration_s=duration_s,
+        **fields,
     )
+
+
+def error_result(unit: Unit, reason: str, duration_s: float = 0.0) -> UnitResult:
+    return unit_result(unit, duration_s, status="error", reason=reason[:500])
 
 
 def execute_unit(workload: Workload, unit: Unit) -> UnitResult:
@@ -82,12 +86,4 @@ def execute_unit(workload: Workload, unit: Unit) -> UnitResult:
             raise  # the worker is stopping: the unit is redelivered, not failed
         reason = str(exc) if isinstance(exc, UnitTimeout) else f"{type(exc).__name__}: {exc}"
         return error_result(unit, reason, time.perf_counter() - started)
-    return UnitResult(
-        unit_id=unit.id,
-        agent=unit.agent,
-        item=unit.item,
-        episode=unit.episode,
-        status="ok",
-        result=raw,
-        duration_s=time.perf_counter() - started,
-    )
+    return unit_result(unit, time.perf_counter() - started, status="ok", result=raw)
