@@ -11,6 +11,7 @@ import click
 from arena import cluster_cmd
 from arena.embedded import DataDirInUse
 from arena.errors import InputError
+from arena.game_cmd import benchmark_command
 from arena.inputs import read_json
 from arena.score_cmd import SCORERS, score
 from tasks.settings import ArenaSettings
@@ -174,6 +175,14 @@ def worker_command(queues: str, concurrency: int | None, loglevel: str) -> None:
     configure(_cluster_settings("worker"))
     argv = ["worker", "--queues", queues, "--loglevel", loglevel, "--without-gossip"]
     app.worker_main(argv + (["--concurrency", str(concurrency)] if concurrency else []))
+
+
+@cli.group("game")
+def game_group() -> None:
+    """The Alympics game-theory benchmark."""
+
+
+game_group.add_command(benchmark_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,6 +2,10 @@
 100); a field goes to whoever sends more troops, a tie counts half to each. Payoff = raw =
 fraction of the 5 fields won. A faulting player sends the uniform allocation (20 each), the
 allocation that favours no field.
+
+The rubric's bounds (0 = losing all fields, 1 = winning all) are the formula's, but with equal
+armies neither extreme can happen: winning every field takes more troops than the opponent in
+total. The reachable range is 1/5 to 4/5 of the fields (normalised 20 to 80).
 """
 
 from __future__ import annotations
@@ -79,7 +83,8 @@ class Skirmisher(SeededStrategy):
     """The built-in: 35, 35, 28, 1, 1 in an order drawn from its seed. It beats the uniform
     allocation every time (3 fields of 5) and the concentrated one 9 times in 10: the two 35s
     beat anything, and a single troop takes each field the concentrated player left empty. (An
-    exhaustive search over allocations finds none that does better against both.)"""
+    exhaustive search finds no allocation, played in a random order, that beats both more
+    often.)"""
 
     label = "skirmisher"
 

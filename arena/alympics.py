@@ -1,0 +1,110 @@
+"""The Alympics benchmark as the rubric presents it: `run_alympics`, `score_benchmark`.
+
+import asyncio
+from arena.alympics import run_alympics
+result = asyncio.run(run_alympics(agent_name="builtin"))
+print(result.summary())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from scoring.alympics import GAMES, AlympicsScore, CategoryScore, format_breakdown
+from scoring.alympics_benchmark import MatchMeasures, score_benchmark
+from tasks.execute import execute_unit
+from tasks.workloads import get_workload, validate_batch
+from tasks.workloads.alympics import matches_by_agent
+from tasks.workloads.base import Reduction, UnitResult, ValidatedBatch
+
+__all__ = ["BenchmarkResult", "MatchMeasures", "benchmark_spec", "run_alympics", "score_benchmark"]
+
+
+def agent_spec(agent_name: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """`builtin`, `package.module:factory`, or an `http(s)://` endpoint."""
+    if re.match(r"^https?://", agent_name):
+        host = re.sub(r"[^A-Za-z0-9._-]+", "-", agent_name.split("://", 1)[1]).strip("-")
+        return {"name": f"http-{host}"[:64], "url": agent_name, "timeout_s": timeout_s}
+    if ":" in agent_name:
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", agent_name)[:64]
+        return {"name": name, "entry_point": agent_name}
+    return {"name": agent_name}
+
+
+def benchmark_spec(
+    agent_name: str = "builtin",
+    episodes: int | None = None,
+    seed: int = 0,
+    suite: str = "alympics_lite",
+) -> dict[str, Any]:
+    """The standard protocol (suite's episodes, seed 0) goes to the `alympics` board; any other
+    to a board of its own (`alympics-<protocol fingerprint>`), so protocols never mix."""
+    standard = episodes is None and seed == 0 and suite == "alympics_lite"
+    return {
+        "workload": "alympics",
+        "leaderboard": "alympics" if standard else None,
+        "agents": [agent_spec(agent_name)],
+        "items": list(GAMES),
+        "protocol": {"seed": seed},
+        "params": {"suite": suite, "episodes": episodes},
+    }
+
+
+class BenchmarkResult:
+    """One agent's benchmark: `.composite_score`, `.categories`, `.summary()`."""
+
+    def __init__(self, score: AlympicsScore, results: list[UnitResult]) -> None:
+        self.score = score
+        self.results = results
+
+    @property
+    def agent(self) -> str:
+        return self.score.agent
+
+    @property
+    def composite_score(self) -> float:
+        return self.score.composite_score
+
+    @property
+    def categories(self) -> dict[str, CategoryScore]:
+        return {str(name): c for name, c in self.score.categories.items()}
+
+    def summary(self) -> str:
+        return format_breakdown(self.score)
+
+    def matches(self) -> list[dict[str, Any]]:
+        """Per match set: game, opponent, measures, faults (the verbose view)."""
+        return [
+            {"item": r.item, "status": r.status, "reason": r.reason, **r.result}
+            for r in self.results
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.score.model_dump(mode="json"), "matches": self.matches()}
+
+
+def run_in_process(batch: ValidatedBatch) -> tuple[Reduction, list[UnitResult]]:
+    """Every unit in this process, in order: the reference the cluster must reproduce."""
+    workload = get_workload(batch.spec.workload)
+    results = [execute_unit(workload, unit) for unit in workload.expand(batch)]
+    return workload.reduce(batch, results), results
+
+
+def result_of(batch: ValidatedBatch, results: list[UnitResult]) -> BenchmarkResult:
+    agent = batch.agents[0].name
+    return BenchmarkResult(score_benchmark(matches_by_agent(results)[agent], agent), results)
+
+
+def _run(spec: dict[str, Any]) -> BenchmarkResult:
+    batch = validate_batch(spec)
+    _, results = run_in_process(batch)
+    return result_of(batch, results)
+
+
+async def run_alympics(
+    agent_name: str = "builtin", episodes: int | None = None, seed: int = 0
+) -> BenchmarkResult:
+    """Run the standard suite for one agent in this process (in a thread: await-friendly)."""
+    return await asyncio.to_thread(_run, benchmark_spec(agent_name, episodes, seed))

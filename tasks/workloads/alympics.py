@@ -1,0 +1,198 @@
+"""Workload `alympics`: the game-theory benchmark. A unit is one match set: an agent against one
+baseline of one game, for all of that game's episodes (rounds and episodes from the suite)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from importlib import resources
+from typing import Annotated, Any
+
+import yaml
+from pydantic import Field, model_validator
+
+from scoring.alympics import GAMES, GameName, format_breakdown
+from scoring.alympics_benchmark import MatchMeasures, score_benchmark
+from tasks.spec import Name, SpecModel, derive_seed
+from tasks.validation import InputError
+from tasks.workloads.base import (
+    LeaderboardEntry,
+    Reduction,
+    Unit,
+    UnitResult,
+    ValidatedBatch,
+    Workload,
+)
+from workers.agents import ENTRY_POINT, load_entry_point
+from workers.games import BASELINES, BUILTIN, game_measures, opponent_lineup, play_episode
+from workers.games import GAMES as GAME_CLASSES
+from workers.games.base import Strategy
+from workers.http_agent import HttpAgent
+
+
+class SuiteGame(SpecModel):
+    variant: str
+    rounds: Annotated[int, Field(ge=1)]
+    episodes: Annotated[int, Field(ge=1)]
+    players: Annotated[int, Field(ge=2)]
+
+
+class Suite(SpecModel):
+    suite: str
+    games: dict[GameName, SuiteGame]
+
+
+def load_suite(name: str) -> Suite:
+    path = resources.files("tasks") / "suites" / f"{name}.yaml"
+    if not path.is_file():
+        raise InputError(f"params.suite: unknown suite {name!r}")
+    return Suite.model_validate(yaml.safe_load(path.read_text()))
+
+
+class AlympicsAgent(SpecModel):
+    """`builtin`, a Python entry point, or an HTTP endpoint (any language, LLM agents too)."""
+
+    name: Name
+    entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
+    url: Annotated[str, Field(pattern=r"^https?://")] | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> AlympicsAgent:
+        if self.entry_point and self.url:
+            raise ValueError("give entry_point or url, not both")
+        if not (self.entry_point or self.url) and self.name != "builtin":
+            raise ValueError(
+                f"unknown built-in agent {self.name!r} (built-in: builtin; "
+                "or give entry_point: package.module:factory, or url: http://...)"
+            )
+        return self
+
+
+class AlympicsGame(SpecModel):
+    name: GameName
+
+
+class AlympicsParams(SpecModel):
+    suite: str = "alympics_lite"
+    episodes: Annotated[int, Field(ge=1)] | None = None  # overrides every game's episodes
+
+
+def make_strategy(agent: AlympicsAgent, game: str) -> Strategy:
+    if agent.url:
+        return HttpAgent(agent.url, agent.timeout_s)
+    if agent.entry_point:
+        strategy: Strategy = load_entry_point(agent.entry_point)
+        return strategy
+    return BUILTIN[game]()
+
+
+class AlympicsWorkload(Workload):
+    name = "alympics"
+    agent_model = AlympicsAgent
+    item_model = AlympicsGame
+    params_model = AlympicsParams
+    chunk_size = 4
+
+    def check(self, batch: ValidatedBatch) -> None:
+        if batch.spec.protocol.episodes != 1:
+            raise InputError(
+                "protocol.episodes: alympics takes episodes per game from the suite; "
+                "override them with params.episodes"
+            )
+        suite = load_suite(batch.params.suite)
+        absent = [i.name for i in batch.items if i.name not in suite.games]
+        if absent:
+            raise InputError(f"items: {absent[0]!r} is not in suite {suite.suite!r}")
+        missing = sorted(set(GAMES) - {i.name for i in batch.items})
+        if missing:
+            raise InputError(f"items: the composite needs all five games (missing: {missing})")
+
+    def expand(self, batch: ValidatedBatch) -> list[Unit]:
+        suite = load_suite(batch.params.suite)
+        protocol = batch.spec.protocol
+        units = []
+        for agent in batch.agents:
+            for item in batch.items:
+                game = suite.games[item.name]
+                for opponent in sorted(BASELINES[item.name]):
+                    key = f"{item.name}@{opponent}"
+                    units.append(
+                        Unit(
+                            id=f"{batch.batch_id}:{agent.name}:{key}:0",
+                            batch_id=batch.batch_id,
+                            workload=self.name,
+                            agent=agent.name,
+                            item=key,
+                            episode=0,
+                            env_seed=derive_seed(protocol.seed, "env", key),
+                            agent_seed=derive_seed(protocol.seed, "agent", agent.name, key),
+                            time_limit_s=protocol.unit_time_limit_s,
+                            payload={
+                                "agent": agent.model_dump(mode="json"),
+                                "game": item.name,
+                                "opponent": opponent,
+                                "rounds": game.rounds,
+                                "episodes": batch.params.episodes or game.episodes,
+                            },
+                        )
+                    )
+        return units
+
+    def run_unit(self, unit: Unit) -> dict[str, Any]:
+        p = unit.payload
+        agent = make_strategy(AlympicsAgent.model_validate(p["agent"]), p["game"])
+        records = []
+        for episode in range(p["episodes"]):
+            game = GAME_CLASSES[p["game"]](p["rounds"])
+            players = [agent, *opponent_lineup(p["game"], p["opponent"])]
+            records.append(play_episode(game, players, derive_seed(unit.env_seed, episode)))
+        if isinstance(agent, HttpAgent):
+            agent.close()
+        per_episode = [statistics.fmean(r[0] for r in rec.payoffs) for rec in records]
+        reasons = [reason for rec in records for reason in rec.fault_reasons][:5]
+        return {
+            "game": p["game"],
+            "opponent": p["opponent"],
+            "measures": game_measures(records, 0),
+            "episode_payoffs": per_episode,
+            "fault_reasons": reasons,
+        }
+
+    def reduce(self, batch: ValidatedBatch, results: Sequence[UnitResult]) -> Reduction:
+        entries, breakdowns = [], {}
+        for agent, matches in sorted(matches_by_agent(results).items()):
+            score = score_benchmark(matches, agent)
+            breakdowns[agent] = format_breakdown(score)
+            stats = {
+                "composite_score": score.composite_score,
+                "categories": {c: s.score for c, s in score.categories.items()},
+                "games": {c: s.games for c, s in score.categories.items()},
+                "faults": sum(m.faults for m in matches),
+                "failed_match_sets": sum(m.error is not None for m in matches),
+            }
+            entries.append(LeaderboardEntry(agent=agent, score=score.composite_score, stats=stats))
+        summary = {"units": len(results), "breakdown": breakdowns}
+        return Reduction(summary=summary, entries=entries)
+
+
+def matches_by_agent(results: Sequence[UnitResult]) -> dict[str, list[MatchMeasures]]:
+    """Unit results as the rubric's match measures; a failed unit is a failed match set."""
+    by_agent: dict[str, list[MatchMeasures]] = defaultdict(list)
+    for r in results:
+        game, opponent = r.item.split("@")
+        fields: dict[str, Any] = {"game": game, "opponent": opponent}
+        if r.status == "ok":
+            m = r.result["measures"]
+            fields |= {
+                "raw": m["raw"],
+                "cooperation": m.get("cooperation"),
+                "fairness": m.get("fairness"),
+                "faults": int(m.get("faults", 0)),
+            }
+        else:
+            fields["error"] = r.reason or "error"
+        match = MatchMeasures.model_validate(fields)
+        by_agent[r.agent].append(match)
+    return dict(by_agent)
