@@ -169,8 +169,11 @@ def test_invalid_spec_is_refused_before_anything_is_enqueued(
 
 def test_a_board_keeps_one_protocol(cluster_env, db, workers, write_spec):
     workers.start(cluster_env, concurrency=1)
-    batch_id = submit(cluster_env, write_spec, bandit_spec(protocol={"episodes": 2, "seed": 1}))
-    assert wait_finished(db, batch_id) == "done"
+    # `arena run` with ARENA_REDIS_URL set: submits to the cluster, waits, prints the board.
+    ran = arena("run", str(write_spec(bandit_spec(protocol={"episodes": 2, "seed": 1}))),
+                env=cluster_env)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "done — 20/20 units, 0 errors" in ran.stdout and "Leaderboard: it" in ran.stdout
     other = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 3, "seed": 1}))),
                   env=cluster_env)  # fmt: skip
     assert other.returncode == 2
