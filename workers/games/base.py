@@ -64,6 +64,8 @@ class Game(ABC):
         self.actions: list[list[Any]] = []
         self.payoffs: list[list[float]] = []
         self.details: list[dict[str, Any]] = []
+        # Each player's view of the rounds played, built once per round (not once per move).
+        self._history: list[list[dict[str, Any]]] = [[] for _ in range(self.n_players)]
 
     @property
     def played(self) -> int:
@@ -84,7 +86,9 @@ class Game(ABC):
             "rules": self.rules,
             "action_format": self.action_format,
             **self.private_info(player),
-            "history": [self.history_entry(player, r) for r in range(self.played)],
+            # A new list of the player's own entries, built once per round: a strategy that
+            # mutates them changes only its own later view, not the game or other players'.
+            "history": list(self._history[player]),
         }
 
     def private_info(self, player: int) -> dict[str, Any]:
@@ -92,7 +96,7 @@ class Game(ABC):
         return {}
 
     def history_entry(self, player: int, round_index: int) -> dict[str, Any]:
-        # A copy: a strategy that mutates its observation must not change the game.
+        # Copies: a strategy that mutates its observation must not change the game.
         return {
             "actions": [fresh_copy(action) for action in self.actions[round_index]],
             "payoff": self.payoffs[round_index][player],
@@ -120,6 +124,8 @@ class Game(ABC):
         self.actions.append(parsed)
         self.payoffs.append(payoffs)
         self.details.append(details)
+        for player, history in enumerate(self._history):
+            history.append(self.history_entry(player, self.played - 1))
         return list(payoffs)
 
     @classmethod

@@ -115,14 +115,22 @@ def test_observations_are_json_and_complete(game):
 
 @pytest.mark.parametrize("game", list(GAMES))
 def test_mutating_an_observation_does_not_change_the_game(game):
+    # Each player's history entries are built once per round and shared between that player's
+    # observations (copying them every move made an episode quadratic in its rounds), so a
+    # strategy that mutates an entry changes only its own later view, never the game's record
+    # or what the other players see.
     instance = GAMES[game](2)
     instance.reset(1)
     instance.step([instance.default_action(p) for p in range(instance.n_players)])
-    before = json.dumps(instance.observation(0))
+    record = json.dumps([instance.actions, instance.payoffs, instance.details])
+    others = json.dumps(instance.observation(1))
+    length = len(instance.observation(0)["history"])
     observation = instance.observation(0)
     observation["history"][0]["actions"].clear()
     observation["history"].append("junk")
-    assert json.dumps(instance.observation(0)) == before
+    assert json.dumps([instance.actions, instance.payoffs, instance.details]) == record
+    assert json.dumps(instance.observation(1)) == others
+    assert len(instance.observation(0)["history"]) == length
 
 
 class Raises:
