@@ -12,18 +12,14 @@ import argparse
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import redis
+from _cluster import bench_cluster  # beside this script
 from rich.console import Console
 
 from arena.alympics import benchmark_spec, result_of, run_in_process
-from arena.embedded import embedded_redis, start_workers, stop
-from tasks.settings import ArenaSettings
 from tasks.store import FINISHED, Store
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import UnitResult, ValidatedBatch
@@ -72,35 +68,19 @@ def on_cluster(
 
 
 def suite(args: argparse.Namespace) -> None:
-    from tasks.app import configure
     from tasks.submit import chunked
 
     workload = get_workload("alympics")
     durations: list[UnitResult] = []  # the last in-process run's unit results
     rows: list[tuple[int, float, float, float, float]] = []  # seed, in-process s/score, cluster
-    with (
-        tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp,
-        embedded_redis(Path(tmp)) as url,
-    ):
-        settings = ArenaSettings(redis_url=url)
-        configure(settings)
-        store = Store(redis.Redis.from_url(url, decode_responses=True), settings.key_prefix)
-        pool = start_workers(url, args.workers, Path(tmp))
-        try:
-            # Warm-up: waits for the workers to consume, and makes every child import the games.
-            warm, _ = on_cluster(store, make_batch(1, 1_000_000), pool, 120)
-            console.print(f"workers ready; warm-up batch (1 episode per match set): {warm:.2f}s")
-            for seed in range(1, args.repeat + 1):  # alternated: in-process, then cluster, per seed
-                ip_s, ip_score, durations = in_process(make_batch(args.episodes, seed))
-                cl_s, cl_score = on_cluster(store, make_batch(args.episodes, seed), pool)
-                rows.append((seed, ip_s, ip_score, cl_s, cl_score))
-        except Exception:
-            log = Path(tmp) / "worker.log"  # gone with the temporary folder: show its tail
-            console.print("[red]failed; the worker log ends:[/]")
-            console.print(log.read_text()[-3000:] if log.exists() else "(none)", markup=False)
-            raise
-        finally:
-            stop(pool, timeout=15)
+    with bench_cluster(args.workers, console) as (store, pool):
+        # Warm-up: waits for the workers to consume, and makes every child import the games.
+        warm, _ = on_cluster(store, make_batch(1, 1_000_000), pool, 120)
+        console.print(f"workers ready; warm-up batch (1 episode per match set): {warm:.2f}s")
+        for seed in range(1, args.repeat + 1):  # alternated: in-process, then cluster, per seed
+            ip_s, ip_score, durations = in_process(make_batch(args.episodes, seed))
+            cl_s, cl_score = on_cluster(store, make_batch(args.episodes, seed), pool)
+            rows.append((seed, ip_s, ip_score, cl_s, cl_score))
 
     chunks = chunked(workload.expand(make_batch(args.episodes, args.repeat)), workload.chunk_size)
     took = {r.unit_id: r.duration_s for r in durations}

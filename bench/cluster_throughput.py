@@ -10,19 +10,15 @@ import argparse
 import math
 import os
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import redis
+from _cluster import bench_cluster  # beside this script
 from rich.console import Console
 from rich.table import Table
 
-from arena.embedded import embedded_redis, start_workers, stop
 from tasks.execute import execute_unit
-from tasks.settings import ArenaSettings
 from tasks.store import FINISHED, Store
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import ValidatedBatch
@@ -136,34 +132,17 @@ def main() -> None:
     if args.units < 1 or args.workers < 1 or args.repeat < 1:
         parser.error("--units, --workers and --repeat must be at least 1")
 
-    from tasks.app import configure
-
     chunk = get_workload("bandit").chunk_size
     rows = [in_process(args.units) for _ in range(args.repeat)]
     seeds = iter(range(1, 1_000_000))
-    with (
-        tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp,
-        embedded_redis(Path(tmp)) as url,
-    ):
-        settings = ArenaSettings(redis_url=url)
-        configure(settings)
-        store = Store(redis.Redis.from_url(url, decode_responses=True), settings.key_prefix)
-        pool = start_workers(url, args.workers, Path(tmp))
-        try:
-            # Warm-up: waits for the workers to consume, and makes every child import the workload.
-            warm = through_cluster(store, make_batch(20 * args.workers, next(seeds)), 1, pool, 120)
-            console.print(f"workers ready; warm-up batch took {warm.wall_s:.2f}s")
-            for _ in range(args.repeat):
-                for size in dict.fromkeys((chunk, 1)):
-                    rows.append(through_cluster(store, make_batch(args.units, next(seeds)), size,
-                                                pool))  # fmt: skip
-        except Exception:
-            log = Path(tmp) / "worker.log"  # gone with the temporary folder: show its tail
-            console.print("[red]failed; the worker log ends:[/]")
-            console.print(log.read_text()[-3000:] if log.exists() else "(none)", markup=False)
-            raise
-        finally:
-            stop(pool, timeout=15)
+    with bench_cluster(args.workers, console) as (store, pool):
+        # Warm-up: waits for the workers to consume, and makes every child import the workload.
+        warm = through_cluster(store, make_batch(20 * args.workers, next(seeds)), 1, pool, 120)
+        console.print(f"workers ready; warm-up batch took {warm.wall_s:.2f}s")
+        for _ in range(args.repeat):
+            for size in dict.fromkeys((chunk, 1)):
+                rows.append(through_cluster(store, make_batch(args.units, next(seeds)), size,
+                                            pool))  # fmt: skip
 
     baseline = min(r.wall_s for r in rows if r.submit_s is None)
     console.print(table(rows, baseline, args.workers))
