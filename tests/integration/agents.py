@@ -47,5 +47,12 @@ def bad_arm() -> BadArmAgent:
     return BadArmAgent()
 
 
-def pid() -> int:
-    return os.getpid()
+class ProcessKiller(GreedyAgent):
+    """Takes the whole worker process down (as a segfaulting extension would)."""
+
+    def act(self) -> int:
+        os._exit(1)
+
+
+def process_killer() -> ProcessKiller:
+    return ProcessKiller()

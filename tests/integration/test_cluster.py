@@ -224,3 +224,19 @@ def test_arena_worker_consumes_only_its_queues(cluster_env, db, write_spec):
             stop(process)
     bad = arena("worker", "--queues", "tpu", env=cluster_env)
     assert bad.returncode == 2 and "--queues: unknown queue 'tpu'" in bad.stderr
+
+
+def test_an_agent_that_kills_its_worker_cannot_stall_the_batch(
+    cluster_env, db, workers, write_spec
+):
+    agents = ["ucb1", {"name": "killer", "entry_point": "tests.integration.agents:process_killer"}]
+    spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 4})
+    workers.start({**cluster_env, "ARENA_MAX_DELIVERIES": "2"}, concurrency=1)
+    batch_id = submit(cluster_env, write_spec, spec)
+    assert wait_finished(db, batch_id, timeout=120) == "done"
+    results = db.unit_results(batch_id)
+    assert {r.status for r in results.values() if r.agent == "ucb1"} == {"ok"}
+    killed = [r for r in results.values() if r.agent == "killer"]
+    assert len(killed) == 4 and all(r.status == "error" for r in killed)
+    assert all("worker lost 2 times" in (r.reason or "") for r in killed)
+    assert db.leaderboard("it")[0].agent == "ucb1"
