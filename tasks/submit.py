@@ -84,29 +84,33 @@ def submit(
     store.start_batch(
         batch_id, batch.spec.model_dump(mode="json"), workload.name, leaderboard, len(units)
     )
-    if not missing:
-        reduce_batch.delay(batch_id)
-        state: Literal["enqueued", "reducing"] = "reducing"
+    state: Literal["enqueued", "reducing"] = "enqueued" if missing else "reducing"
+    if missing:
+        _fan_out(batch_id, missing, workload.chunk_size)
     else:
-        header = []
-        for index, chunk in enumerate(chunked(missing, workload.chunk_size)):
-            soft, hard = chunk_time_limits(chunk)
-            header.append(
-                run_chunk.signature(
-                    (batch_id, f"chunk-{index}-{chunk[0].id}", [u.model_dump() for u in chunk]),
-                    queue=chunk[0].queue,
-                    soft_time_limit=soft,
-                    time_limit=hard,
-                )
-            )
-        body = reduce_batch.si(batch_id).set(link_error=[chord_error.s(batch_id=batch_id)])
-        chord(header)(body)
-        _drop_result_subscriptions()
-        state = "enqueued"
+        reduce_batch.delay(batch_id)
     return Submission(
         batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=reused,
         enqueued=len(missing), state=state,
     )  # fmt: skip
+
+
+def _fan_out(batch_id: str, units: list[Unit], chunk_size: int) -> None:
+    """One chord per batch: chunk tasks, then the reducer (or, if a chunk fails, chord_error)."""
+    header = []
+    for index, chunk in enumerate(chunked(units, chunk_size)):
+        soft, hard = chunk_time_limits(chunk)
+        header.append(
+            run_chunk.signature(
+                (batch_id, f"chunk-{index}-{chunk[0].id}", [u.model_dump() for u in chunk]),
+                queue=chunk[0].queue,
+                soft_time_limit=soft,
+                time_limit=hard,
+            )
+        )
+    body = reduce_batch.si(batch_id).set(link_error=[chord_error.s(batch_id=batch_id)])
+    chord(header)(body)
+    _drop_result_subscriptions()
 
 
 def _drop_result_subscriptions() -> None:
