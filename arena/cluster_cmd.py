@@ -78,6 +78,20 @@ def wait(db: Store, batch_id: str, total: int, show: bool = True) -> BatchInfo:
     return info
 
 
+STAT_COLUMNS = 6
+
+
+def numeric_stats(stats: dict[str, Any]) -> dict[str, float]:
+    """The numbers among an entry's stats, one level of nesting flattened (categories.strategic)."""
+    flat: dict[str, float] = {}
+    for key, value in stats.items():
+        if isinstance(value, dict):
+            flat |= {f"{key}.{k}": v for k, v in value.items() if isinstance(v, int | float)}
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            flat[key] = value
+    return flat
+
+
 def leaderboard_table(db: Store, name: str) -> tuple[Table, list[dict[str, Any]]]:
     rows = db.leaderboard(name)
     batch = db.batch(rows[0].batch) if rows else None
@@ -86,20 +100,20 @@ def leaderboard_table(db: Store, name: str) -> tuple[Table, list[dict[str, Any]]
     by_agent = {r.agent: r for r in rows}
     table = Table(title=f"Leaderboard: {name}")
     table.add_column("Rank", justify="right")
-    table.add_column("Agent")
-    table.add_column("Score", justify="right")
-    stat_keys = [
-        k for k, v in (rows[0].stats.items() if rows else []) if isinstance(v, int | float)
-    ]
-    for key in stat_keys[:5]:
-        table.add_column(key, justify="right")
+    table.add_column("Agent", no_wrap=True)
+    table.add_column("Score", justify="right", no_wrap=True)
+    # The first numbers of the workload's stats that do not repeat the score.
+    columns = [
+        k for k, v in numeric_stats(rows[0].stats).items() if rows and v != rows[0].score
+    ][:STAT_COLUMNS] if rows else []  # fmt: skip
+    for key in columns:
+        table.add_column(key.split(".")[-1].replace("_", " "), justify="right")
     payload = []
     for rank, entry in enumerate(ordered, start=1):
         row = by_agent[entry.agent]
-        table.add_row(
-            str(rank), row.agent, f"{row.score:,.4f}",
-            *(f"{row.stats[k]:,.4g}" for k in stat_keys[:5]),
-        )  # fmt: skip
+        stats = numeric_stats(row.stats)
+        cells = [f"{stats[k]:,.4g}" if k in stats else "" for k in columns]
+        table.add_row(str(rank), row.agent, f"{row.score:,.4f}", *cells)
         payload.append({"rank": rank, **row.model_dump()})
     return table, payload
 
