@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -165,16 +168,37 @@ def leaderboard_command(name: str | None, as_json: bool) -> None:
 @click.option("--queues", default="cpu,gpu", show_default=True)
 @click.option("--concurrency", type=click.IntRange(min=1), help="Processes (default: cores).")
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker_command(queues: str, concurrency: int | None, loglevel: str) -> None:
+@click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus /metrics.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="Address for /metrics (0.0.0.0 inside a container).")  # fmt: skip
+def worker_command(
+    queues: str, concurrency: int | None, loglevel: str, metrics_port: int | None, metrics_host: str
+) -> None:
     """Consume units from the cluster's queues (ARENA_REDIS_URL)."""
-    from tasks.app import app, configure
-
     unknown = sorted(set(queues.split(",")) - {"cpu", "gpu"})
     if unknown:
         raise InputError(f"--queues: unknown queue {unknown[0]!r} (queues: cpu, gpu)")
-    configure(_cluster_settings("worker"))
+    settings = _cluster_settings("worker")
+    if metrics_port:
+        prepare_multiprocess_metrics()  # before the tasks (and their metrics) are imported
+    from tasks.app import QUEUES, app, configure, store
+
+    configure(settings)
+    if metrics_port:
+        from tasks.metrics import serve_metrics
+
+        db = store(settings)
+        serve_metrics(metrics_port, metrics_host, lambda: {q: db.r.llen(q) for q in QUEUES})
     argv = ["worker", "--queues", queues, "--loglevel", loglevel, "--without-gossip"]
     app.worker_main(argv + (["--concurrency", str(concurrency)] if concurrency else []))
+
+
+def prepare_multiprocess_metrics() -> None:
+    """prometheus_client's multiprocess mode: one folder of value files shared by the pool."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(prefix="arena-metrics-")
+    shutil.rmtree(folder, ignore_errors=True)  # values of an earlier worker must not count
+    os.makedirs(folder)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
 
 
 @cli.group("game")

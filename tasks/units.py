@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 from celery import Task
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown
 from celery.utils.log import get_task_logger
 
+from tasks import metrics
 from tasks.app import app, store
 from tasks.execute import error_result, execute_unit, watch_for_shutdown
 from tasks.settings import ArenaSettings
@@ -30,6 +32,12 @@ def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
 @worker_process_init.connect
 def _on_worker_process_init(**_: Any) -> None:
     watch_for_shutdown()
+
+
+@worker_process_shutdown.connect
+def _on_worker_process_shutdown(pid: int | None = None, **_: Any) -> None:
+    if pid is not None and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics.mark_process_dead(pid)  # its gauges leave the aggregate; counters stay
 
 
 @app.task(name="arena.run_chunk", acks_late=True, reject_on_worker_lost=True)
@@ -54,6 +62,8 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
         else:
             result = execute_unit(workload, unit)
         db.save_unit(batch_id, result)
+        metrics.UNITS.labels(unit.workload, unit.queue, result.status).inc()
+        metrics.UNIT_SECONDS.labels(unit.workload).observe(result.duration_s)
     return len(parsed)
 
 
@@ -89,7 +99,10 @@ def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float
     except Exception as exc:
         log.exception("reducing batch %s failed", batch_id)
         db.set_status(batch_id, "failed", f"reducer: {type(exc).__name__}: {exc}")
+        metrics.BATCHES.labels(info.workload, "failed").inc()
         return "failed"
+    metrics.BATCHES.labels(info.workload, "done").inc()
+    metrics.BATCH_SECONDS.labels(info.workload).observe(time.time() - info.created_at)
     return "done"
 
 
