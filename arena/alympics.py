@@ -14,10 +14,10 @@ from typing import Any
 
 from scoring.alympics import GAMES, AlympicsScore, CategoryScore, format_breakdown
 from scoring.alympics_benchmark import MatchMeasures, score_benchmark
-from tasks.execute import execute_unit
-from tasks.workloads import get_workload, validate_batch
+from tasks.execute import execute_batch
+from tasks.workloads import validate_batch
 from tasks.workloads.alympics import matches_by_agent
-from tasks.workloads.base import Reduction, UnitResult, ValidatedBatch
+from tasks.workloads.base import UnitResult, ValidatedBatch
 
 __all__ = ["BenchmarkResult", "MatchMeasures", "benchmark_spec", "run_alympics", "score_benchmark"]
 
@@ -85,13 +85,6 @@ class BenchmarkResult:
         return {**self.score.model_dump(mode="json"), "matches": self.matches()}
 
 
-def run_in_process(batch: ValidatedBatch) -> tuple[Reduction, list[UnitResult]]:
-    """Every unit in this process, in order: the reference the cluster must reproduce."""
-    workload = get_workload(batch.spec.workload)
-    results = [execute_unit(workload, unit) for unit in workload.expand(batch)]
-    return workload.reduce(batch, results), results
-
-
 def result_of(batch: ValidatedBatch, results: list[UnitResult]) -> BenchmarkResult:
     agent = batch.agents[0].name
     return BenchmarkResult(score_benchmark(matches_by_agent(results)[agent], agent), results)
@@ -99,8 +92,7 @@ def result_of(batch: ValidatedBatch, results: list[UnitResult]) -> BenchmarkResu
 
 def _run(spec: dict[str, Any]) -> BenchmarkResult:
     batch = validate_batch(spec)
-    _, results = run_in_process(batch)
-    return result_of(batch, results)
+    return result_of(batch, execute_batch(batch))
 
 
 async def run_alympics(

@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 
 from arena import cluster_cmd
-from arena.alympics import BenchmarkResult, benchmark_spec, result_of, run_in_process
+from arena.alympics import BenchmarkResult, benchmark_spec, result_of
 from scoring.alympics import normalise
+from tasks.execute import execute_batch
 from tasks.workloads import validate_batch
 
 
@@ -55,7 +56,7 @@ def benchmark_command(
     if cluster:
         _, results = cluster_cmd.run_batch(batch, fresh=False, workers=workers, quiet=True)
     else:
-        _, results = run_in_process(batch)
+        results = execute_batch(batch)
     result = result_of(batch, results)
     text = "\n".join([result.summary(), *(_verbose_lines(result) if verbose else [])])
     rendered = json.dumps(result.to_json(), indent=2) if output == "json" else text

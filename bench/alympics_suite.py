@@ -19,7 +19,8 @@ from typing import Any
 from _cluster import bench_cluster  # beside this script
 from rich.console import Console
 
-from arena.alympics import benchmark_spec, result_of, run_in_process
+from arena.alympics import benchmark_spec, result_of
+from tasks.execute import execute_batch
 from tasks.store import FINISHED, Store
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import UnitResult, ValidatedBatch
@@ -38,7 +39,7 @@ def make_batch(episodes: int | None, seed: int) -> ValidatedBatch:
 def in_process(batch: ValidatedBatch) -> tuple[float, float, list[UnitResult]]:
     """(wall s, composite score, unit results) of the whole suite in this process."""
     started = time.perf_counter()
-    _, results = run_in_process(batch)
+    results = execute_batch(batch)
     return time.perf_counter() - started, result_of(batch, results).composite_score, results
 
 

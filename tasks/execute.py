@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from tasks.workloads.base import Unit, UnitResult, Workload
+from tasks.workloads.base import Unit, UnitResult, ValidatedBatch, Workload
 
 
 class UnitTimeout(Exception):
@@ -87,3 +87,12 @@ def execute_unit(workload: Workload, unit: Unit) -> UnitResult:
         reason = str(exc) if isinstance(exc, UnitTimeout) else f"{type(exc).__name__}: {exc}"
         return error_result(unit, reason, time.perf_counter() - started)
     return unit_result(unit, time.perf_counter() - started, status="ok", result=raw)
+
+
+def execute_batch(batch: ValidatedBatch) -> list[UnitResult]:
+    """Every unit of a batch in this process, in unit order: the reference a cluster run of the
+    same spec must reproduce."""
+    from tasks.workloads import get_workload  # the registry imports every workload module
+
+    workload = get_workload(batch.spec.workload)
+    return [execute_unit(workload, unit) for unit in workload.expand(batch)]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from arena.embedded import stop
-from tasks.execute import execute_unit
+from tasks.execute import execute_batch
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
 from tests.integration.conftest import ARENA, ROOT, arena, bandit_spec, wait_finished
@@ -22,8 +22,7 @@ def in_process_leaderboard(spec: dict) -> dict[str, dict]:
     """The same units run in this process, no Celery: what the cluster must reproduce."""
     batch = validate_batch(spec)
     workload = get_workload("bandit")
-
-    results = [execute_unit(workload, unit) for unit in workload.expand(batch)]
+    results = execute_batch(batch)
     # Through JSON, as the cluster stores it (tuples become lists).
     return json.loads(
         json.dumps({e.agent: e.stats for e in workload.reduce(batch, results).entries})
