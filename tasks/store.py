@@ -56,6 +56,9 @@ class Store:
     def k_units(self, batch_id: str) -> str:
         return f"{self.p}batch:{batch_id}:units"
 
+    def k_errors(self, batch_id: str) -> str:
+        return f"{self.p}batch:{batch_id}:errors"
+
     def k_deliveries(self, batch_id: str) -> str:
         return f"{self.p}batch:{batch_id}:deliveries"
 
@@ -86,16 +89,15 @@ class Store:
             pipe.execute()
 
     def forget_results(self, batch_id: str) -> None:
-        self.r.delete(self.k_units(batch_id), self.k_deliveries(batch_id))
+        self.r.delete(self.k_units(batch_id), self.k_errors(batch_id), self.k_deliveries(batch_id))
 
     def batch(self, batch_id: str) -> BatchInfo | None:
         raw = self.r.hgetall(self.k_batch(batch_id))
         if not raw:
             return None
         data = dict(raw)
-        results = self.r.hvals(self.k_units(batch_id))
-        data["completed"] = len(results)
-        data["errors"] = sum('"status":"error"' in v for v in results)
+        data["completed"] = self.r.hlen(self.k_units(batch_id))
+        data["errors"] = self.r.scard(self.k_errors(batch_id))
         for key in ("spec", "summary"):
             if key in data:
                 data[key] = json.loads(data[key])
@@ -134,8 +136,15 @@ class Store:
         return {uid for uid, v in zip(unit_ids, present, strict=True) if v is not None}
 
     def save_unit(self, batch_id: str, result: UnitResult) -> None:
-        # Keyed by unit id: a redelivered unit overwrites its own result, never adds one.
-        self.r.hset(self.k_units(batch_id), result.unit_id, result.model_dump_json())
+        # Keyed by unit id: a redelivered unit overwrites its own result, never adds one; the
+        # set of failed unit ids follows the latest result, so error counts stay exact too.
+        with self.r.pipeline(transaction=True) as pipe:
+            pipe.hset(self.k_units(batch_id), result.unit_id, result.model_dump_json())
+            if result.status == "error":
+                pipe.sadd(self.k_errors(batch_id), result.unit_id)
+            else:
+                pipe.srem(self.k_errors(batch_id), result.unit_id)
+            pipe.execute()
 
     def unit_results(self, batch_id: str) -> dict[str, UnitResult]:
         return {
