@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ARENA = str(Path(sys.executable).with_name("arena"))
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scoring"
+EXAMPLES = Path(__file__).resolve().parents[2] / "arena" / "examples" / "scoring"
 
 
 def arena(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

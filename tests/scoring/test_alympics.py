@@ -26,7 +26,9 @@ from scoring.alympics import (
 ROOT = Path(__file__).resolve().parents[2]
 # Copied verbatim from the "Example Output" block of shared/seeds/alympics-rubric.md.
 SEED_OUTPUT = Path(__file__).with_name("alympics_example_output.txt")
-EXAMPLE = json.loads((ROOT / "examples" / "scoring" / "alympics-example.json").read_text())
+EXAMPLE = json.loads(
+    (ROOT / "arena" / "examples" / "scoring" / "alympics-example.json").read_text()
+)
 
 
 @pytest.mark.parametrize(

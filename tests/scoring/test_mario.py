@@ -24,7 +24,7 @@ from scoring.mario import (
 )
 from scoring.mario_display import format_leaderboard
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scoring"
+EXAMPLES = Path(__file__).resolve().parents[2] / "arena" / "examples" / "scoring"
 
 
 def episode(**overrides: object) -> EpisodeResult:
