@@ -4,7 +4,8 @@ Each match set is one game against one opponent baseline. Per game:
 - strategic  = mean over opponents of the normalised payoff;
 - robustness = the worst normalised payoff over the opponents;
 - cooperation, fairness = mean over opponents of the game's own 0-100 measure.
-A match set that could not be played at all counts as the worst case (0) everywhere.
+A match set that could not be played at all, or that the agent forfeit (more than half of its
+moves faulted), counts as the worst case (0) everywhere.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class MatchMeasures(StrictModel):
     cooperation: float | None = None
     fairness: float | None = None
     faults: int = 0
-    error: str | None = None  # why the match set could not be played
+    error: str | None = None  # why the match set could not be played, or was forfeit
 
 
 def _mean_measure(matches: Sequence[MatchMeasures], field: str) -> float:

@@ -1,10 +1,14 @@
-"""The alympics workload's spec checks and expansion (no cluster needed)."""
+"""The alympics workload's spec checks and expansion, and faults costing (no cluster needed)."""
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
 
-from arena.alympics import agent_spec, benchmark_spec
+from arena.alympics import BenchmarkResult, agent_spec, benchmark_spec, result_of
+from tasks.execute import execute_batch
 from tasks.spec import load_spec_file
 from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch
@@ -56,3 +60,73 @@ def test_agent_names_from_the_command_line():
     assert http["url"] == "http://127.0.0.1:8000/act" and http["name"].startswith("http-")
     assert benchmark_spec()["leaderboard"] == "alympics"
     assert benchmark_spec(episodes=3)["leaderboard"] is None  # its own board
+
+
+# Faults cost (docs/alympics.md, "Agents and faults") ----------------------------------------
+
+AGENTS = "tests.integration.agents"
+
+
+def run_benchmark(agent: str, episodes: int = 2) -> BenchmarkResult:
+    batch = validate_batch(benchmark_spec(agent, episodes=episodes))
+    return result_of(batch, execute_batch(batch))
+
+
+def assert_all_forfeit(result: BenchmarkResult, why: str) -> None:
+    assert len(result.results) == 13
+    for unit in result.results:
+        assert unit.status == "error", unit.item
+        assert unit.reason is not None
+        assert unit.reason.startswith("AgentForfeit: "), unit.reason
+        assert why in unit.reason
+    assert result.composite_score == 0
+    assert all(category.score == 0 for category in result.categories.values())
+
+
+def test_an_agent_that_raises_on_every_move_forfeits_and_scores_0():
+    result = run_benchmark(f"{AGENTS}:alympics_raiser")
+    assert_all_forfeit(result, "act failed: RuntimeError: agent bug: no move")
+    # Play stops as soon as more than half of the moves have faulted: 101 of 100 x 2 in the PD.
+    pd = next(r for r in result.results if r.item == "prisoners_dilemma@tit-for-tat")
+    assert pd.reason is not None and "101 of 200 moves faulted (forfeit" in pd.reason
+
+
+def test_an_agent_that_answers_garbage_forfeits_and_scores_0():
+    result = run_benchmark(f"{AGENTS}:alympics_garbage")
+    assert_all_forfeit(result, "invalid action: InvalidAction")
+
+
+def test_faults_on_40_percent_of_moves_cost_without_forfeit():
+    # 5 episodes: 2 of every 5 moves fault in every match set, one-shot games included.
+    builtin = run_benchmark("builtin", episodes=5)
+    faulty = run_benchmark(f"{AGENTS}:alympics_sometimes", episodes=5)
+    for unit in faulty.results:
+        assert unit.status == "ok", unit.reason
+        rounds = {"prisoners_dilemma": 100, "public_goods": 50}.get(unit.result["game"], 1)
+        assert unit.result["measures"]["faults"] == 2 * rounds  # 40% of 5 episodes' moves
+    for own, faulted in zip(builtin.results, faulty.results, strict=True):
+        for name, value in own.result["measures"].items():
+            if name != "faults" and value > 0:
+                assert faulted.result["measures"][name] < value, (own.item, name)
+    # Against tit-for-tat the builtin cooperates throughout; its faulted 40% count as
+    # defections, each credited mutual defection's 1 (normalised 0).
+    pd = next(r for r in faulty.results if r.item == "prisoners_dilemma@tit-for-tat")
+    assert pd.result["measures"]["cooperation"] == 60.0
+    assert pd.result["measures"]["strategic"] == pytest.approx(60.0)
+    assert faulty.composite_score < builtin.composite_score
+    for name in ("strategic", "cooperation", "fairness", "robustness"):
+        assert faulty.categories[name].score <= builtin.categories[name].score, name
+    assert faulty.categories["cooperation"].score < builtin.categories["cooperation"].score
+    # Same seed, same result, faults and all.
+    again = run_benchmark(f"{AGENTS}:alympics_sometimes", episodes=5)
+    assert again.to_json() == faulty.to_json()
+
+
+def test_an_http_agent_with_nothing_listening_forfeits_quickly():
+    with socket.socket() as probe:  # a free loopback port, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.perf_counter()
+    result = run_benchmark(f"http://127.0.0.1:{port}/act")
+    assert time.perf_counter() - started < 10
+    assert_all_forfeit(result, "act failed: HttpAgentError: request failed: ConnectError")

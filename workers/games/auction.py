@@ -11,7 +11,8 @@ that price comes to its value: 100 * max(0, 1 - |value - bid| / value). Paying t
 is 100; paying half of it (the equilibrium shade) 50; paying nothing, or twice the value, 0.
 Measuring the bid rather than only the won auctions keeps the measure defined for an agent
 that never wins, and it equals "winning price against the winner's value" whenever it wins.
-A faulting bidder bids 0: it offers nothing, and wins only when the other bids 0 too.
+A faulting bidder bids 0, so the auction goes on for the other, but the fault earns it
+nothing: the round is credited at most 0 profit and its fairness is 0.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from workers.games.base import EpisodeRecord, Game, SeededStrategy, parse_number
+from workers.games.base import EpisodeRecord, Game, SeededStrategy, faulted_flags, parse_number
 
 MAX_VALUE = 100.0
 
@@ -80,9 +81,11 @@ class FirstPriceAuction(Game):
     @classmethod
     def measures(cls, records: Sequence[EpisodeRecord], player: int) -> dict[str, float]:
         fairness = [
-            bid_fairness(details["values"][player], actions[player])
+            0.0 if faulted else bid_fairness(details["values"][player], actions[player])
             for record in records
-            for actions, details in zip(record.actions, record.details, strict=True)
+            for actions, details, faulted in zip(
+                record.actions, record.details, faulted_flags(record, player), strict=True
+            )
         ]
         return {**super().measures(records, player), "fairness": fmean(fairness)}
 

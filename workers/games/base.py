@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from scoring.alympics import GameName, normalise
+from scoring.alympics import BOUNDS, GameName, normalise
 
 
 class InvalidAction(ValueError):
@@ -25,7 +25,11 @@ class InvalidAction(ValueError):
 
 
 class EpisodeRecord(BaseModel):
-    """One episode as played: per round, every player's action and payoff."""
+    """One episode as played: per round, every player's action and payoff.
+
+    `actions` and `payoffs` are what was played, faulted moves included (the game's default
+    action stood in); the measures read `faulted` to give those moves no credit.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -35,8 +39,11 @@ class EpisodeRecord(BaseModel):
     actions: list[list[Any]]  # [round][player], normalised by the game's parse_action
     payoffs: list[list[float]]  # [round][player]
     details: list[dict[str, Any]]  # [round]: what else the round decided (values, winner, loads)
-    faults: list[int]  # per player
+    faults: list[int]  # per player: faulted moves plus failed resets
     fault_reasons: list[str]  # the first few, "player P, round R: why"
+    # Per player, the indices (into actions and payoffs) of the rounds whose move faulted:
+    # compact, as a healthy agent has none. A failed reset is a fault but not a move.
+    faulted: list[list[int]]
 
 
 class Strategy(Protocol):
@@ -104,7 +111,8 @@ class Game(ABC):
 
     @abstractmethod
     def default_action(self, player: int) -> Any:
-        """Played for a player whose strategy faulted this round."""
+        """Played for a player whose strategy faulted this round, so the episode goes on for the
+        others; the faulting player earns no credit for it (see measures)."""
 
     @abstractmethod
     def parse_action(self, player: int, action: Any) -> Any:
@@ -129,9 +137,25 @@ class Game(ABC):
         return list(payoffs)
 
     @classmethod
+    def fault_payoff(cls) -> float:
+        """The most a faulted move is credited: the payoff at the rubric's lower bound, so it
+        normalises to 0 at best (a fault never scores better than a move the agent made)."""
+        return BOUNDS[cast(GameName, cls.name)][0] + cls.raw_offset
+
+    @classmethod
+    def credited_payoffs(cls, record: EpisodeRecord, player: int) -> list[float]:
+        """`player`'s payoff per round, a faulted round capped at fault_payoff()."""
+        cap, faulted = cls.fault_payoff(), set(record.faulted[player])
+        return [
+            min(payoffs[player], cap) if index in faulted else payoffs[player]
+            for index, payoffs in enumerate(record.payoffs)
+        ]
+
+    @classmethod
     def measures(cls, records: Sequence[EpisodeRecord], player: int) -> dict[str, float]:
-        """raw, strategic and faults; games add their cooperation and fairness measures."""
-        own = [payoffs[player] for record in records for payoffs in record.payoffs]
+        """raw, strategic and faults; games add their cooperation and fairness measures, in
+        which a faulted move counts as neither cooperative nor fair (see faulted_flags)."""
+        own = [payoff for record in records for payoff in cls.credited_payoffs(record, player)]
         raw = statistics.fmean(own) - cls.raw_offset
         return {
             "raw": raw,
@@ -142,6 +166,12 @@ class Game(ABC):
     def _check_player(self, player: int) -> None:
         if not 0 <= player < self.n_players:
             raise ValueError(f"{self.name}: player must be 0..{self.n_players - 1}, not {player}")
+
+
+def faulted_flags(record: EpisodeRecord, player: int) -> list[bool]:
+    """Per round of `record`, whether `player`'s move faulted."""
+    faulted = set(record.faulted[player])
+    return [index in faulted for index in range(len(record.actions))]
 
 
 class SeededStrategy:

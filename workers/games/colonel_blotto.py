@@ -1,7 +1,8 @@
 """Colonel Blotto: 2 players each split 100 troops over 5 battlefields (whole numbers summing to
 100); a field goes to whoever sends more troops, a tie counts half to each. Payoff = raw =
 fraction of the 5 fields won. A faulting player sends the uniform allocation (20 each), the
-allocation that favours no field.
+allocation that favours no field, so the opponent's game goes on; the fault earns nothing (the
+round is credited 0 fields).
 
 The rubric's bounds (0 = losing all fields, 1 = winning all) are the formula's, but with equal
 armies neither extreme can happen: winning every field takes more troops than the opponent in

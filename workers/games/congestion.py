@@ -8,7 +8,9 @@ The network (latency of a route as a function of how many players take it):
 Payoff = raw = -(own latency). The best possible own latency is 1 (alone on the bridge) and the
 worst 20 (all four on the bridge): the rubric's bounds. The social optimum (least total latency,
 14) puts 2 on each route; the pure Nash equilibrium puts 3 on the bridge and 1 on the bypass
-(total 17): selfish routing costs the group. A faulting player takes route 0, the bridge.
+(total 17): selfish routing costs the group. A faulting player takes route 0, the bridge, so
+the others' round goes on, but the fault earns it nothing: the round is credited latency 20 (the
+worst, normalised 0) and its fairness term is 0.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from workers.games.base import EpisodeRecord, Game, InvalidAction, SeededStrategy
+from workers.games.base import (
+    EpisodeRecord,
+    Game,
+    InvalidAction,
+    SeededStrategy,
+    faulted_flags,
+)
 
 N_PLAYERS = 4
 ROUTE_NAMES = ("bridge", "bypass")
@@ -83,11 +91,12 @@ class Congestion(Game):
     @classmethod
     def measures(cls, records: Sequence[EpisodeRecord], player: int) -> dict[str, float]:
         """fairness: social optimum / total latency achieved, as a percentage (100 = the group
-        travels as fast as it possibly can), averaged over rounds."""
+        travels as fast as it possibly can), averaged over rounds; 0 in a round whose move
+        faulted."""
         welfare = [
-            100 * SOCIAL_OPTIMUM / total_latency(actions)
+            0.0 if faulted else 100 * SOCIAL_OPTIMUM / total_latency(actions)
             for record in records
-            for actions in record.actions
+            for actions, faulted in zip(record.actions, faulted_flags(record, player), strict=True)
         ]
         return {**super().measures(records, player), "fairness": fmean(welfare)}
 

@@ -1,9 +1,10 @@
-"""Playing one episode with fault tolerance, and the per-game measures of a set of episodes."""
+"""Playing one episode with fault tolerance, watching a match set for forfeit, and the per-game
+measures of a set of episodes."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from workers.games.base import EpisodeRecord, Game, Strategy
@@ -11,6 +12,10 @@ from workers.games.registry import GAMES
 
 MAX_FAULT_REASONS = 5
 MAX_REASON_CHARS = 200
+# The forfeit message keeps this many of the agent's first distinct fault reasons, this long: they
+# are what the user reads to fix the agent, and the whole message must stay short.
+FORFEIT_REASONS = 3
+FORFEIT_REASON_CHARS = 120
 
 
 def derive_seed(seed: int, *parts: str | int) -> int:
@@ -24,19 +29,86 @@ def strategy_label(strategy: Strategy) -> str:
     return label if isinstance(label, str) else type(strategy).__name__
 
 
+# Called with (player, round, why) for every fault as it happens (round 0: the reset); it may
+# raise to stop the episode, as ForfeitWatch does.
+FaultHook = Callable[[int, int, str], None]
+
+
+class AgentForfeit(RuntimeError):
+    """More than half of the agent's moves in a match set faulted: the match set is forfeit."""
+
+
+class ForfeitWatch:
+    """Counts one player's faulted moves over a match set of `moves` moves (rounds x episodes)
+    and raises AgentForfeit as soon as more than half have faulted: the outcome is then certain,
+    so playing on would only cost time (a dead endpoint, a broken agent). A failed reset is a
+    fault but not a move, so it counts on neither side."""
+
+    def __init__(self, moves: int, player: int = 0) -> None:
+        self.moves = moves
+        self.player = player
+        self.faulted = 0
+        self.reasons: list[str] = []
+        self._seen: set[str] = set()
+
+    def fault(self, episode: int, player: int, round_number: int, why: str) -> None:
+        """A FaultHook once `episode` (0-based) is bound, e.g. with functools.partial."""
+        if player != self.player or round_number == 0:
+            return
+        self.faulted += 1
+        # Distinct reasons only: a dead endpoint fails every move the same way.
+        if len(self.reasons) < FORFEIT_REASONS and why not in self._seen:
+            self._seen.add(why)
+            where = f"episode {episode + 1}, round {round_number}"
+            self.reasons.append(f"{where}: {why}"[:FORFEIT_REASON_CHARS])
+        if 2 * self.faulted > self.moves:
+            raise AgentForfeit(
+                f"{self.faulted} of {self.moves} moves faulted (forfeit: more than half); "
+                f"first: {'; '.join(self.reasons)}"
+            )
+
+
 class _Faults:
-    def __init__(self, n_players: int) -> None:
+    def __init__(self, n_players: int, on_fault: FaultHook | None) -> None:
         self.counts = [0] * n_players
         self.reasons: list[str] = []
+        self.moves: list[list[int]] = [[] for _ in range(n_players)]
+        self.on_fault = on_fault
 
     def add(self, player: int, round_number: int, why: str) -> None:
         self.counts[player] += 1
+        if round_number > 0:  # round 0 is the reset: a fault, but no move
+            self.moves[player].append(round_number - 1)
         if len(self.reasons) < MAX_FAULT_REASONS:
             self.reasons.append(f"player {player}, round {round_number}: {why}"[:MAX_REASON_CHARS])
+        if self.on_fault is not None:
+            self.on_fault(player, round_number, why)
 
 
 def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _reset(strategy: Strategy, game: Game, player: int, seed: int) -> str | None:
+    """Why the strategy's reset failed, or None."""
+    try:
+        strategy.reset(game=game.name, player=player, seed=derive_seed(seed, "player", player))
+    except Exception as exc:
+        return f"reset failed: {_describe(exc)}"
+    return None
+
+
+def _move(strategy: Strategy, game: Game, player: int) -> tuple[Any, str | None]:
+    """The player's normalised action and None, or the game's default action and why the
+    player's own move faulted."""
+    try:
+        action = strategy.act(game.observation(player))
+    except Exception as exc:
+        return game.default_action(player), f"act failed: {_describe(exc)}"
+    try:
+        return game.parse_action(player, action), None
+    except Exception as exc:  # whatever the agent returned, it is the agent's fault
+        return game.default_action(player), f"invalid action: {_describe(exc)}"
 
 
 def play_episode(
@@ -44,35 +116,28 @@ def play_episode(
     strategies: Sequence[Strategy],
     seed: int,
     labels: Sequence[str] | None = None,
+    on_fault: FaultHook | None = None,
 ) -> EpisodeRecord:
     """Reset the game with `seed` and each strategy with a seed derived from (seed, player), then
     play every round. A strategy that raises (any Exception, not SystemExit or Ctrl-C) or returns
-    an action the game rejects plays the game's default action instead, and the fault is counted:
-    an agent's fault never stops the episode."""
+    an action the game rejects plays the game's default action instead, so the episode goes on
+    for the others; the move is recorded as faulted (EpisodeRecord.faulted), and the measures
+    give it no credit. `on_fault` hears of every fault and may raise to stop the episode."""
     if len(strategies) != game.n_players:
         raise ValueError(f"{game.name}: {game.n_players} strategies needed, got {len(strategies)}")
     game.reset(seed)
-    faults = _Faults(game.n_players)
+    faults = _Faults(game.n_players, on_fault)
     for player, strategy in enumerate(strategies):
-        try:
-            strategy.reset(game.name, player, derive_seed(seed, "player", player))
-        except Exception as exc:
-            faults.add(player, 0, f"reset failed: {_describe(exc)}")
+        why = _reset(strategy, game, player, seed)
+        if why is not None:
+            faults.add(player, 0, why)
     while not game.done:
         actions: list[Any] = []
         for player, strategy in enumerate(strategies):
-            round_number = game.played + 1
-            try:
-                action = strategy.act(game.observation(player))
-            except Exception as exc:
-                faults.add(player, round_number, f"act failed: {_describe(exc)}")
-                actions.append(game.default_action(player))
-                continue
-            try:
-                actions.append(game.parse_action(player, action))
-            except Exception as exc:  # whatever the agent returned, it is the agent's fault
-                faults.add(player, round_number, f"invalid action: {_describe(exc)}")
-                actions.append(game.default_action(player))
+            action, why = _move(strategy, game, player)
+            if why is not None:
+                faults.add(player, game.played + 1, why)
+            actions.append(action)
         game.step(actions)
     return EpisodeRecord(
         game=game.name,
@@ -83,6 +148,7 @@ def play_episode(
         details=game.details,
         faults=faults.counts,
         fault_reasons=faults.reasons,
+        faulted=faults.moves,
     )
 
 

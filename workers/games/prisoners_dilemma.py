@@ -1,8 +1,9 @@
 """Repeated Prisoner's Dilemma with the Axelrod library's default payoffs R=3, P=1, S=0, T=5.
 
 raw = mean payoff per round, so mutual defection gives 1 (normalised 0) and mutual cooperation 3
-(normalised 100). A faulting player cooperates that round: the neutral move, which earns nothing
-against a defector; the fault itself is counted and reported separately.
+(normalised 100). A faulting player cooperates that round, so the opponent's game goes on, but
+the fault earns it nothing: the round is credited at most 1 (mutual defection, normalised 0)
+and counts as a defection in its cooperation rate.
 """
 
 from __future__ import annotations
@@ -10,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from workers.games.base import EpisodeRecord, Game, InvalidAction, SeededStrategy
+from workers.games.base import (
+    EpisodeRecord,
+    Game,
+    InvalidAction,
+    SeededStrategy,
+    faulted_flags,
+)
 
 REWARD, PUNISHMENT, SUCKER, TEMPTATION = 3.0, 1.0, 0.0, 5.0
 # (my action, their action) -> my payoff
@@ -47,8 +54,12 @@ class PrisonersDilemma(Game):
 
     @classmethod
     def measures(cls, records: Sequence[EpisodeRecord], player: int) -> dict[str, float]:
-        moves = [actions[player] for record in records for actions in record.actions]
-        cooperation = 100 * sum(move == "C" for move in moves) / len(moves)
+        cooperated = [
+            actions[player] == "C" and not faulted
+            for record in records
+            for actions, faulted in zip(record.actions, faulted_flags(record, player), strict=True)
+        ]
+        cooperation = 100 * sum(cooperated) / len(cooperated)
         return {**super().measures(records, player), "cooperation": cooperation}
 
 

@@ -10,7 +10,8 @@ players is fined 3. Payoff of player i:
 
 raw = mean per-round payoff - 10: nobody contributing gives 0 and everyone contributing all gives
 10 (with equal contributions nobody is punished). A faulting player contributes 0 without
-punishing: it puts nothing in, and so gains and risks exactly what a free rider does.
+punishing, so the round goes on for the others, but the fault earns it nothing: the round is
+credited at most 10 (raw 0, normalised 0), its contribution counts as 0 and its fairness as 0.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from workers.games.base import EpisodeRecord, Game, InvalidAction, SeededStrategy, parse_number
+from workers.games.base import (
+    EpisodeRecord,
+    Game,
+    InvalidAction,
+    SeededStrategy,
+    faulted_flags,
+    parse_number,
+)
 
 ENDOWMENT = 10.0
 MULTIPLIER = 2.0
@@ -90,18 +98,20 @@ class PublicGoods(Game):
     def measures(cls, records: Sequence[EpisodeRecord], player: int) -> dict[str, float]:
         """cooperation: mean contribution / endowment; fairness: how close the player's
         contribution comes to the mean of the others' that round (100 = equal, 0 = a whole
-        endowment apart), averaged over rounds."""
-        own, gaps = [], []
+        endowment apart), averaged over rounds. A faulted round contributes 0 and is 0 fair."""
+        own, fairness = [], []
         for record in records:
-            for actions in record.actions:
+            flags = faulted_flags(record, player)
+            for actions, faulted in zip(record.actions, flags, strict=True):
                 contributions = [a["contribution"] for a in actions]
                 mine = contributions.pop(player)
-                own.append(mine)
-                gaps.append(abs(mine - fmean(contributions)))
+                gap = abs(mine - fmean(contributions))
+                own.append(0.0 if faulted else mine)
+                fairness.append(0.0 if faulted else 100 * (1 - gap / ENDOWMENT))
         return {
             **super().measures(records, player),
             "cooperation": 100 * fmean(own) / ENDOWMENT,
-            "fairness": 100 * (1 - fmean(gaps) / ENDOWMENT),
+            "fairness": fmean(fairness),
         }
 
 

@@ -92,7 +92,7 @@ def test_winning_every_time_at_price_0_averages_50_and_scores_100():
     always_won = EpisodeRecord(
         game="auction", seed=4, players=["a", "b"], actions=[[0.0, 0.0]] * len(values),
         payoffs=[[v, 0.0] for v in values], details=record.details, faults=[0, 0],
-        fault_reasons=[],
+        fault_reasons=[], faulted=[[], []],
     )  # fmt: skip
     assert game_measures([always_won])["raw"] == pytest.approx(50, abs=3)
     assert normalise("auction", 50) == 100

@@ -31,6 +31,7 @@ def test_the_rubric_bounds_normalise_fraction_won():
         record = EpisodeRecord(
             game="colonel_blotto", seed=0, players=["a", "b"], actions=[[[20] * 5, [20] * 5]],
             payoffs=[[fraction, 1 - fraction]], details=[{}], faults=[0, 0], fault_reasons=[],
+            faulted=[[], []],
         )  # fmt: skip
         return game_measures([record])["strategic"]
 
