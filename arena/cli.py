@@ -11,22 +11,34 @@ from pathlib import Path
 
 import click
 
-from arena import cluster_cmd
+from arena.batch_cmds import COMMANDS, cluster_settings
 from arena.embedded import DataDirInUse
 from arena.errors import InputError
 from arena.game_cmd import benchmark_command
 from arena.inputs import read_json
 from arena.score_cmd import SCORERS, score
-from tasks.settings import ArenaSettings
-from tasks.store import FINISHED
+from tasks.provenance import version_line
 
-# The rubric worked examples shipped with the repository (scored by `arena demo`).
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples" / "scoring"
+# The rubric worked examples, shipped inside the package (scored by `arena demo`); the
+# repository's examples/scoring/ is a link to this folder.
+EXAMPLES_DIR = Path(__file__).resolve().parent / "examples" / "scoring"
+
+
+def _print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_line())
+        ctx.exit()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Arena's version and git commit.")  # fmt: skip
 def cli() -> None:
     """Arena: fair, reproducible evaluation of agents at scale."""
+
+
+for _command in COMMANDS:
+    cli.add_command(_command)
 
 
 @cli.command("score")
@@ -62,111 +74,10 @@ def demo_command(examples_dir: Path) -> None:
         click.echo(text + "\n")
 
 
-@cli.command("run")
-@click.argument("spec", metavar="SPEC")
-@click.option("--fresh", is_flag=True, help="Rerun every unit, ignoring stored results.")
-@click.option("--workers", type=click.IntRange(min=1), help="Embedded worker processes.")
-@click.option("--quiet", is_flag=True, help="No progress bar or table.")
-def run_command(spec: str, fresh: bool, workers: int | None, quiet: bool) -> None:
-    """Run a batch and print its leaderboard (embedded cluster unless ARENA_REDIS_URL is set)."""
-    batch = cluster_cmd.load_batch(spec)  # refuse a bad spec before starting anything
-    info, _ = cluster_cmd.run_batch(batch, fresh, workers, quiet)
-    if info.status != "done":
-        raise SystemExit(1)
-
-
-def _cluster_settings(command: str) -> ArenaSettings:
-    settings = ArenaSettings()
-    if not settings.redis_url:
-        raise InputError(
-            f"ARENA_REDIS_URL is not set: `arena {command}` talks to a cluster "
-            "(`arena run` uses the embedded default)"
-        )
-    return settings
-
-
-@cli.command("submit")
-@click.argument("spec", metavar="SPEC")
-@click.option("--fresh", is_flag=True, help="Rerun every unit, ignoring stored results.")
-def submit_command(spec: str, fresh: bool) -> None:
-    """Queue a batch on the cluster; prints the batch id."""
-    from tasks.submit import submit
-
-    batch = cluster_cmd.load_batch(spec)
-    settings = _cluster_settings("submit")
-    sub = submit(cluster_cmd.connect(settings), batch, fresh,
-                 visibility_timeout_s=settings.visibility_timeout_s)  # fmt: skip
-    click.echo(sub.batch_id)
-    click.echo(
-        f"{sub.state}: {sub.enqueued} units enqueued, {sub.reused} reused, "
-        f"leaderboard {sub.leaderboard}",
-        err=True,
-    )
-
-
-@cli.command("status")
-@click.argument("batch_id", metavar="ID")
-@click.option("--watch", is_flag=True, help="Follow with a progress bar until it finishes.")
-@click.option("--json", "as_json", is_flag=True)
-def status_command(batch_id: str, watch: bool, as_json: bool) -> None:
-    """A batch's state, progress and summary."""
-    with cluster_cmd.open_store(ArenaSettings()) as db:
-        info = db.batch(batch_id)
-        if info is None:
-            raise InputError(f"batch: no batch {batch_id!r}")
-        if watch and info.status not in FINISHED:
-            info = cluster_cmd.wait(db, batch_id, info.total, show=not as_json)
-        if as_json:
-            cluster_cmd.print_json(info.model_dump(mode="json"))
-        else:
-            cluster_cmd.report(db, info)
-
-
-@cli.command("batches")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-def batches_command(limit: int, as_json: bool) -> None:
-    """Recent batches, newest first."""
-    with cluster_cmd.open_store(ArenaSettings()) as db:
-        infos = [i for i in (db.batch(b) for b in db.batch_ids(limit)) if i is not None]
-        if as_json:
-            cluster_cmd.print_json([i.model_dump(mode="json", exclude={"spec"}) for i in infos])
-        for info in [] if as_json else infos:
-            click.echo(cluster_cmd.status_line(info))
-
-
-@cli.command("cancel")
-@click.argument("batch_id", metavar="ID")
-def cancel_command(batch_id: str) -> None:
-    """Stop a running batch: queued units are skipped, the leaderboard is left as it was."""
-    from tasks.submit import cancel
-
-    with cluster_cmd.open_store(ArenaSettings()) as db:
-        click.echo(f"{batch_id}: {cancel(db, batch_id)}")
-
-
-@cli.command("leaderboard")
-@click.argument("name", required=False)
-@click.option("--json", "as_json", is_flag=True)
-def leaderboard_command(name: str | None, as_json: bool) -> None:
-    """A leaderboard (no NAME: list them)."""
-    with cluster_cmd.open_store(ArenaSettings()) as db:
-        if name is None:
-            names = db.leaderboard_names()
-            cluster_cmd.print_json(names) if as_json else click.echo("\n".join(names))
-            return
-        if name not in db.leaderboard_names():
-            raise InputError(f"leaderboard: no leaderboard {name!r}")
-        table, payload = cluster_cmd.leaderboard_table(db, name)
-        if as_json:
-            cluster_cmd.print_json({"name": name, "entries": payload})
-        else:
-            cluster_cmd.console.print(table)
-
-
 @cli.command("worker")
 @click.option("--queues", default="cpu,gpu", show_default=True)
-@click.option("--concurrency", type=click.IntRange(min=1), help="Processes (default: cores).")
+@click.option("--concurrency", type=click.IntRange(min=1, max=1024),
+              help="Processes (default: cores).")  # fmt: skip
 @click.option("--loglevel", default="INFO", show_default=True)
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus /metrics.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
@@ -178,7 +89,7 @@ def worker_command(
     unknown = sorted(set(queues.split(",")) - {"cpu", "gpu"})
     if unknown:
         raise InputError(f"--queues: unknown queue {unknown[0]!r} (queues: cpu, gpu)")
-    settings = _cluster_settings("worker")
+    settings = cluster_settings("worker")
     if metrics_port:
         prepare_multiprocess_metrics()  # before the tasks (and their metrics) are imported
     from tasks.app import QUEUES, app, configure, store
@@ -210,9 +121,13 @@ game_group.add_command(benchmark_command)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: bad input ends with one line on stderr and exit status 2, never a traceback."""
+    """Entry point: bad input ends with one line on stderr and exit status 2, never a traceback;
+    a command group given nothing to do prints its help."""
     try:
         cli.main(args=argv, prog_name="arena", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else cli.get_help(click.Context(cli)))
+        sys.exit(0)
     except (InputError, DataDirInUse, click.ClickException) as exc:
         message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
         click.echo(f"arena: error: {' '.join(message.split())}", err=True)

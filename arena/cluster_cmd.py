@@ -6,7 +6,9 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 import redis
@@ -16,12 +18,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from arena.embedded import embedded_cluster, embedded_redis, forget_broker_state
-from tasks.settings import ArenaSettings
+from arena.report import Report, report_from_store, write_logs
+from arena.tables import leaderboard_view
+from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import load_spec_file
-from tasks.store import FINISHED, BatchInfo, Store, as_entries
+from tasks.store import FINISHED, BatchInfo, Store
 from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import UnitResult, ValidatedBatch
+
+if TYPE_CHECKING:
+    from tasks.submit import Submission
 
 console = Console()
 POLL_S = 0.2
@@ -32,6 +39,10 @@ def load_batch(path: str) -> ValidatedBatch:
         data = load_spec_file(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply") from None
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML/JSON ({' '.join(str(exc).split())})") from None
     return validate_batch(data)
@@ -78,44 +89,35 @@ def wait(db: Store, batch_id: str, total: int, show: bool = True) -> BatchInfo:
     return info
 
 
-STAT_COLUMNS = 6
-
-
-def numeric_stats(stats: dict[str, Any]) -> dict[str, float]:
-    """The numbers among an entry's stats, one level of nesting flattened (categories.strategic)."""
-    flat: dict[str, float] = {}
-    for key, value in stats.items():
-        if isinstance(value, dict):
-            flat |= {f"{key}.{k}": v for k, v in value.items() if isinstance(v, int | float)}
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            flat[key] = value
-    return flat
-
-
 def leaderboard_table(db: Store, name: str) -> tuple[Table, list[dict[str, Any]]]:
+    """The board as a table (columns declared by its workload: arena/tables.py) and as JSON."""
     rows = db.leaderboard(name)
     batch = db.batch(rows[0].batch) if rows else None
     workload = get_workload(batch.workload) if batch else None
-    ordered = workload.rank(as_entries(rows)) if workload else as_entries(rows)
-    by_agent = {r.agent: r for r in rows}
-    table = Table(title=f"Leaderboard: {name}")
-    table.add_column("Rank", justify="right")
-    table.add_column("Agent", no_wrap=True)
-    table.add_column("Score", justify="right", no_wrap=True)
-    # The first numbers of the workload's stats that do not repeat the score.
-    columns = [
-        k for k, v in numeric_stats(rows[0].stats).items() if rows and v != rows[0].score
-    ][:STAT_COLUMNS] if rows else []  # fmt: skip
-    for key in columns:
-        table.add_column(key.split(".")[-1].replace("_", " "), justify="right")
-    payload = []
-    for rank, entry in enumerate(ordered, start=1):
-        row = by_agent[entry.agent]
-        stats = numeric_stats(row.stats)
-        cells = [f"{stats[k]:,.4g}" if k in stats else "" for k in columns]
-        table.add_row(str(rank), row.agent, f"{row.score:,.4f}", *cells)
-        payload.append({"rank": rank, **row.model_dump()})
-    return table, payload
+    return leaderboard_view(name, rows, workload)
+
+
+def error_summary(
+    batch_id: str, status: str, reason: str | None, total: int, results: list[UnitResult]
+) -> str | None:
+    """One line for a batch that did not end clean: how many units failed and the first reasons
+    (None when it is done with no errors)."""
+    failed = [r for r in results if r.status == "error"]
+    if status == "done" and not failed:
+        return None
+    reasons = list(dict.fromkeys(r.reason or "error" for r in failed))[:3]
+    line = f"batch {batch_id} {status}" + (f" ({reason})" if reason else "")
+    if failed:
+        line += f": {len(failed)} of {total} units failed; first: " + " | ".join(
+            r[:300] for r in reasons
+        )
+    return line
+
+
+def report_errors(report: Report) -> str | None:
+    return error_summary(
+        report.batch_id, report.status, report.reason, report.counts.total, report.units
+    )
 
 
 def report(db: Store, info: BatchInfo, show: bool = True) -> None:
@@ -124,26 +126,41 @@ def report(db: Store, info: BatchInfo, show: bool = True) -> None:
     console.print(
         f"batch {info.id}: [bold]{info.status}[/] — {info.completed}/{info.total} units, "
         f"{info.errors} errors" + (f" ({info.reason})" if info.reason else ""),
-        soft_wrap=True,
-    )
+        soft_wrap=True, highlight=False,
+    )  # fmt: skip
     if info.status == "done":
         table, _ = leaderboard_table(db, info.leaderboard)
         console.print(table)
 
 
-def run_batch(
-    batch: ValidatedBatch, fresh: bool, workers: int | None, quiet: bool = False
-) -> tuple[BatchInfo, list[UnitResult]]:
-    """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default.
+@dataclass
+class Finished:
+    """A batch that ended, read back before the (maybe embedded) Redis goes away."""
 
-    Returns the finished batch and its unit results in unit order."""
-    settings = ArenaSettings()
+    info: BatchInfo
+    results: list[UnitResult]  # in unit order
+    report: Report
+    log_dir: Path | None
+    submission: Submission  # what the submission found stored and what it enqueued
+
+
+def run_batch(
+    batch: ValidatedBatch,
+    fresh: bool,
+    workers: int | None,
+    quiet: bool = False,
+    run_id: str | None = None,
+) -> Finished:
+    """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default."""
+    settings = load_settings()
     if settings.redis_url:
-        return _submit_and_wait(connect(settings), batch, fresh, settings, quiet)
+        return _submit_and_wait(connect(settings), batch, fresh, settings, quiet, run_id=run_id)
     with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
         forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
         local = settings.model_copy(update={"redis_url": url})
-        return _submit_and_wait(connect(local), batch, fresh, local, quiet, resume_running=True)
+        return _submit_and_wait(
+            connect(local), batch, fresh, local, quiet, resume_running=True, run_id=run_id
+        )
 
 
 def _submit_and_wait(
@@ -153,12 +170,14 @@ def _submit_and_wait(
     settings: ArenaSettings,
     quiet: bool,
     resume_running: bool = False,
-) -> tuple[BatchInfo, list[UnitResult]]:
+    run_id: str | None = None,
+) -> Finished:
     from tasks.submit import submit  # Celery is imported only when a command needs it
 
     sub = submit(
-        db, batch, fresh, resume_running, visibility_timeout_s=settings.visibility_timeout_s
-    )
+        db, batch, fresh, resume_running, visibility_timeout_s=settings.visibility_timeout_s,
+        run_id=run_id,
+    )  # fmt: skip
     if not quiet and sub.reused:
         console.print(
             f"resuming: {sub.reused} of {sub.total} unit results already stored", soft_wrap=True
@@ -167,7 +186,13 @@ def _submit_and_wait(
     report(db, info, show=not quiet)
     stored = db.unit_results(sub.batch_id)
     units = get_workload(batch.spec.workload).expand(batch)
-    return info, [stored[u.id] for u in units if u.id in stored]
+    results = [stored[u.id] for u in units if u.id in stored]
+    log_dir = write_logs(log_folder(settings, sub.batch_id), db.logs(sub.batch_id), results)
+    return Finished(info, results, report_from_store(db, sub.batch_id, log_dir), log_dir, sub)
+
+
+def log_folder(settings: ArenaSettings, batch_id: str) -> Path:
+    return settings.data_dir.resolve() / "logs" / batch_id
 
 
 def print_json(data: Any) -> None:
@@ -175,7 +200,8 @@ def print_json(data: Any) -> None:
 
 
 def status_line(info: BatchInfo) -> str:
+    label = f" run {info.run_id}" if info.run_id else ""
     return (
         f"{info.id}  {info.status:<9} {info.workload:<9} {info.completed:>6}/{info.total:<6} "
-        f"errors {info.errors:<4} leaderboard {info.leaderboard}"
+        f"errors {info.errors:<4} leaderboard {info.leaderboard}{label}"
     )

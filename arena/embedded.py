@@ -18,6 +18,8 @@ from pathlib import Path
 
 import redis
 
+from tasks.validation import InputError
+
 PR_SET_PDEATHSIG = 1
 _worker_numbers = itertools.count(1)
 
@@ -96,10 +98,23 @@ def _exclusive(data_dir: Path) -> Iterator[None]:
 @contextmanager
 def embedded_redis(data_dir: Path) -> Iterator[str]:
     """A private Redis on a unix socket, data (AOF) in data_dir; yields its unix:// URL."""
-    data_dir = data_dir.resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = prepare_data_dir(data_dir)
     with _exclusive(data_dir), _redis_server(data_dir) as url:
         yield url
+
+
+def prepare_data_dir(data_dir: Path) -> Path:
+    """The data folder, made if missing; one line naming ARENA_DATA_DIR when it cannot be."""
+    try:
+        data_dir = data_dir.resolve()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=data_dir):
+            pass
+    except OSError as exc:
+        raise InputError(
+            f"ARENA_DATA_DIR: cannot use {data_dir} as the data folder ({exc.strerror or exc})"
+        ) from None
+    return data_dir
 
 
 @contextmanager

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import click
 
 from arena import cluster_cmd
 from arena.alympics import BenchmarkResult, benchmark_spec, result_of
+from arena.batch_cmds import OUTPUT_PATH, check_run_id, exit_for
+from arena.report import (
+    Report,
+    check_output_file,
+    check_output_path,
+    in_process_report,
+    write_logs,
+    write_report,
+)
 from scoring.alympics import normalise
 from tasks.execute import execute_batch
+from tasks.settings import ArenaSettings, load_settings
 from tasks.workloads import validate_batch
+from tasks.workloads.base import ValidatedBatch
 
 
 def _verbose_lines(result: BenchmarkResult) -> list[str]:
@@ -37,26 +49,40 @@ def _verbose_lines(result: BenchmarkResult) -> list[str]:
 @click.command("benchmark")
 @click.option("--agent", "agent_name", default="builtin", show_default=True,
               help="builtin, package.module:factory, or an http(s):// endpoint.")  # fmt: skip
-@click.option("--episodes", type=click.IntRange(min=1), help="Override every game's episodes.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--episodes", type=click.IntRange(min=1, max=100_000),
+              help="Override every game's episodes.")  # fmt: skip
+@click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--output-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--output-file", type=click.Path(path_type=Path),
+              help="Write the --output text or JSON here instead of stdout.")  # fmt: skip
+@OUTPUT_PATH
+@click.option("--run-id", help="A label for this run (with --cluster: arena status LABEL).")
 @click.option(
     "-v", "--verbose", is_flag=True, help="Every match set: raw payoff, measures, faults."
 )
 @click.option("--cluster", is_flag=True,
               help="Run match sets on the cluster (embedded unless ARENA_REDIS_URL).")  # fmt: skip
-@click.option("--workers", type=click.IntRange(min=1), help="Embedded workers (with --cluster).")
+@click.option("--workers", type=click.IntRange(min=1, max=1024),
+              help="Embedded workers (with --cluster).")  # fmt: skip
 def benchmark_command(
     agent_name: str, episodes: int | None, seed: int, output: str, output_file: Path | None,
-    verbose: bool, cluster: bool, workers: int | None,
+    output_path: Path | None, run_id: str | None, verbose: bool, cluster: bool,
+    workers: int | None,
 ) -> None:  # fmt: skip
-    """Run the alympics_lite suite for one agent and print the rubric's breakdown."""
+    """Run the alympics_lite suite for one agent and print the rubric's breakdown. Exits 1 when
+    a match set failed (e.g. the agent never answered), with the reasons."""
+    settings = load_settings()  # every bad setting, option or path is refused before any work
+    check_run_id(run_id)
+    if output_file:
+        check_output_file(output_file, "--output-file")
+    report_target = check_output_path(output_path) if output_path else None
     batch = validate_batch(benchmark_spec(agent_name, episodes, seed))
     if cluster:
-        _, results = cluster_cmd.run_batch(batch, fresh=False, workers=workers, quiet=True)
+        finished = cluster_cmd.run_batch(batch, False, workers, quiet=True, run_id=run_id)
+        results, report = finished.results, finished.report
     else:
-        results = execute_batch(batch)
+        report = _in_process(batch, run_id, settings)
+        results = report.units
     result = result_of(batch, results)
     text = "\n".join([result.summary(), *(_verbose_lines(result) if verbose else [])])
     rendered = json.dumps(result.to_json(), indent=2) if output == "json" else text
@@ -65,3 +91,14 @@ def benchmark_command(
         click.echo(result.summary().splitlines()[0])
     else:
         click.echo(rendered)
+    if report_target:
+        write_report(report, report_target)
+    exit_for(cluster_cmd.report_errors(report))
+
+
+def _in_process(batch: ValidatedBatch, run_id: str | None, settings: ArenaSettings) -> Report:
+    created, logs = time.time(), dict[str, str]()
+    results = execute_batch(batch, logs)
+    folder = cluster_cmd.log_folder(settings, batch.batch_id)
+    log_dir = write_logs(folder, logs, results) if logs else None
+    return in_process_report(batch, results, created, run_id, log_dir)

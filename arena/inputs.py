@@ -45,13 +45,18 @@ class RaceInput(StrictModel):
 
 def read_json(path: str) -> Any:
     try:
-        text = Path(path).read_text() if path != "-" else sys.stdin.read()
+        data = Path(path).read_bytes() if path != "-" else sys.stdin.buffer.read()
+        text = data.decode("utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply") from None
 
 
 def _validate(adapter: TypeAdapter[Any], data: Any, where: str) -> Any:

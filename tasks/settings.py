@@ -5,8 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field
+import redis.connection
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tasks.validation import InputError
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class ArenaSettings(BaseSettings):
@@ -18,15 +23,50 @@ class ArenaSettings(BaseSettings):
     data_dir: Path = Path(".arena-data")
     key_prefix: str = "arena:"
     # Embedded mode: local worker processes (default: one per core).
-    workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=1024)
     # Broker redelivery of an unacknowledged task; must exceed the longest chunk's time limit.
-    visibility_timeout_s: float = Field(7200.0, gt=0)
+    visibility_timeout_s: float = Field(7200.0, gt=0, allow_inf_nan=False)
     # How often each worker looks for units a dead worker left unacknowledged.
-    restore_interval_s: float = Field(10.0, gt=0)
+    restore_interval_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     # How long Celery keeps task results; must exceed the longest batch.
-    result_expires_s: float = Field(7 * 24 * 3600.0, gt=0)
+    result_expires_s: float = Field(7 * 24 * 3600.0, gt=0, allow_inf_nan=False)
     # A chunk redelivered this many times (its worker died each time) becomes error results.
     max_deliveries: int = Field(3, ge=1)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _known_scheme(cls, url: str | None) -> str | None:
+        if not url:
+            return None  # ARENA_REDIS_URL= (empty) means unset: the embedded default
+        if not url.startswith(REDIS_SCHEMES):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        try:
+            redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"not a Redis URL ({exc})") from None
+        return url
+
+    @field_validator("key_prefix")
+    @classmethod
+    def _printable_prefix(cls, prefix: str) -> str:
+        if not prefix or not prefix.isprintable() or any(c.isspace() for c in prefix):
+            raise ValueError("must be printable, without spaces")
+        return prefix
+
+
+def load_settings() -> ArenaSettings:
+    """The settings, or one line naming the bad variable (InputError)."""
+    try:
+        return ArenaSettings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = "ARENA_" + "_".join(str(p) for p in error["loc"]).upper()
+            message = str(error.get("ctx", {}).get("error", error["msg"]))
+            got = error.get("input")
+            shown = f" (got {got!r:.60})" if isinstance(got, str) else ""
+            problems.append(f"{name}: {message}{shown}")
+        raise InputError("; ".join(problems)) from None
 
 
 def celery_url(redis_url: str) -> str:

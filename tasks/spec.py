@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,22 +34,6 @@ class BatchSpec(SpecModel):
     items: Annotated[list[str | dict[str, Any]], Field(min_length=1)]
     protocol: Protocol = Protocol()
     params: dict[str, Any] = {}
-
-    def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
-    def protocol_fingerprint(self) -> str:
-        """Everything but the agents and the board's name: two fingerprints never share a board."""
-        body = self.model_dump(mode="json", exclude={"agents", "leaderboard"})
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-    def leaderboard_name(self) -> str:
-        return self.leaderboard or f"{self.workload}-{self.protocol_fingerprint()[:8]}"
-
-    def batch_id(self) -> str:
-        """Same spec, same id: the key that makes resubmission a resume."""
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
 
 
 def derive_seed(master: int, *parts: str | int) -> int:

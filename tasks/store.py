@@ -10,6 +10,9 @@ from typing import Any, Literal
 import redis
 from pydantic import BaseModel, ConfigDict
 
+from tasks.identity import BatchIdentity
+from tasks.provenance import Provenance
+from tasks.validation import InputError
 from tasks.workloads.base import LeaderboardEntry, Reduction, UnitResult
 
 BatchStatus = Literal["running", "done", "failed", "cancelled"]
@@ -30,7 +33,11 @@ class BatchInfo(BaseModel):
     finished_at: float | None = None
     reason: str | None = None
     summary: dict[str, Any] | None = None
-    spec: dict[str, Any]
+    entries: list[LeaderboardEntry] = []  # this batch's own scores (a board keeps the latest)
+    spec: dict[str, Any]  # normalised (tasks.workloads.base.normalise)
+    identity: BatchIdentity
+    provenance: Provenance
+    run_id: str | None = None
 
 
 class LeaderboardRow(BaseModel):
@@ -39,6 +46,7 @@ class LeaderboardRow(BaseModel):
     stats: dict[str, Any]
     batch: str
     updated_at: float
+    provenance: dict[str, Any] = {}
 
 
 class Store:
@@ -62,14 +70,24 @@ class Store:
     def k_deliveries(self, batch_id: str) -> str:
         return f"{self.p}batch:{batch_id}:deliveries"
 
+    def k_logs(self, batch_id: str) -> str:
+        return f"{self.p}batch:{batch_id}:logs"
+
     def k_lb(self, name: str) -> str:
         return f"{self.p}lb:{name}"
 
     # -- batches --------------------------------------------------------------------------
     def start_batch(
-        self, batch_id: str, spec: dict[str, Any], workload: str, leaderboard: str, total: int
+        self,
+        spec: dict[str, Any],
+        workload: str,
+        leaderboard: str,
+        total: int,
+        identity: BatchIdentity,
+        provenance: Provenance,
     ) -> None:
         now = time.time()
+        batch_id = identity.batch_id
         with self.r.pipeline(transaction=True) as pipe:
             pipe.hset(
                 self.k_batch(batch_id),
@@ -81,15 +99,44 @@ class Store:
                     "status": "running",
                     "total": total,
                     "created_at": now,
+                    "identity": identity.model_dump_json(),
+                    "provenance": provenance.model_dump_json(),
                 },
             )
-            pipe.hdel(self.k_batch(batch_id), "finished_at", "reason", "summary")
+            pipe.hdel(
+                self.k_batch(batch_id), "finished_at", "reason", "summary", "entries",
+                "entry_provenance", "run_id",
+            )  # fmt: skip
+            if provenance.run_id:
+                pipe.hset(self.k_batch(batch_id), "run_id", provenance.run_id)
             pipe.delete(self.k_deliveries(batch_id))
             pipe.zadd(f"{self.p}batches", {batch_id: now})
             pipe.execute()
 
     def forget_results(self, batch_id: str) -> None:
-        self.r.delete(self.k_units(batch_id), self.k_errors(batch_id), self.k_deliveries(batch_id))
+        self.r.delete(
+            self.k_units(batch_id), self.k_errors(batch_id), self.k_deliveries(batch_id),
+            self.k_logs(batch_id),
+        )  # fmt: skip
+
+    def label_run(self, run_id: str, batch_id: str) -> None:
+        """`--run-id NAME`: a label that finds the batch again (the latest batch run under it)."""
+        self.r.hset(f"{self.p}runs", run_id, batch_id)
+
+    def resolve(self, ref: str) -> str:
+        """A batch id, a unique prefix of one, or a run id (--run-id) -> the batch id."""
+        if self.r.exists(self.k_batch(ref)):
+            return ref
+        labelled: str | None = self.r.hget(f"{self.p}runs", ref)
+        if labelled:
+            return labelled
+        matches = [b for b in self.r.zrange(f"{self.p}batches", 0, -1) if b.startswith(ref)]
+        if len(matches) == 1:
+            return str(matches[0])
+        if not matches:
+            raise InputError(f"batch: no batch or run {ref!r}")
+        shown = ", ".join(sorted(matches)[:5])
+        raise InputError(f"batch: {ref!r} matches {len(matches)} batches ({shown}); give more")
 
     def batch(self, batch_id: str) -> BatchInfo | None:
         raw = self.r.hgetall(self.k_batch(batch_id))
@@ -98,7 +145,7 @@ class Store:
         data = dict(raw)
         data["completed"] = self.r.hlen(self.k_units(batch_id))
         data["errors"] = self.r.scard(self.k_errors(batch_id))
-        for key in ("spec", "summary"):
+        for key in ("spec", "summary", "identity", "provenance", "entries"):
             if key in data:
                 data[key] = json.loads(data[key])
         return BatchInfo.model_validate(data)
@@ -135,11 +182,15 @@ class Store:
         present = self.r.hmget(self.k_units(batch_id), list(unit_ids)) if unit_ids else []
         return {uid for uid, v in zip(unit_ids, present, strict=True) if v is not None}
 
-    def save_unit(self, batch_id: str, result: UnitResult) -> None:
+    def save_unit(self, batch_id: str, result: UnitResult, log: str = "") -> None:
         # Keyed by unit id: a redelivered unit overwrites its own result, never adds one; the
         # set of failed unit ids follows the latest result, so error counts stay exact too.
         with self.r.pipeline(transaction=True) as pipe:
             pipe.hset(self.k_units(batch_id), result.unit_id, result.model_dump_json())
+            if log:
+                pipe.hset(self.k_logs(batch_id), result.unit_id, log)
+            else:
+                pipe.hdel(self.k_logs(batch_id), result.unit_id)
             if result.status == "error":
                 pipe.sadd(self.k_errors(batch_id), result.unit_id)
             else:
@@ -152,44 +203,85 @@ class Store:
             for k, v in self.r.hgetall(self.k_units(batch_id)).items()
         }
 
+    def logs(self, batch_id: str) -> dict[str, str]:
+        """Unit id -> everything the unit printed (units that printed nothing are absent)."""
+        return dict(self.r.hgetall(self.k_logs(batch_id)))
+
     # -- leaderboards ---------------------------------------------------------------------
     def leaderboard_protocol(self, name: str) -> str | None:
         value: str | None = self.r.get(f"{self.k_lb(name)}:protocol")
         return value
 
     def finish_batch(
-        self, batch_id: str, reduction: Reduction, leaderboard: str, protocol: str
+        self,
+        batch_id: str,
+        reduction: Reduction,
+        leaderboard: str,
+        provenance: Provenance,
+        entry_provenance: dict[str, dict[str, Any]],
     ) -> None:
-        """Summary, leaderboard entries, history and the done mark: one MULTI/EXEC."""
+        """Summary, leaderboard entries with their provenance, history and the done mark: one
+        MULTI/EXEC."""
         now = time.time()
-        lb = self.k_lb(leaderboard)
         with self.r.pipeline(transaction=True) as pipe:
-            pipe.set(f"{lb}:protocol", protocol)
-            pipe.sadd(f"{self.p}leaderboards", leaderboard)
-            for entry in reduction.entries:
-                # The agent's latest evaluation under this protocol replaces its entry ...
-                pipe.zadd(lb, {entry.agent: entry.score})
-                pipe.hset(
-                    f"{lb}:entry:{entry.agent}",
-                    mapping={
-                        "score": entry.score,
-                        "stats": json.dumps(entry.stats),
-                        "batch": batch_id,
-                        "updated_at": now,
-                    },
-                )
-                # ... and history keeps every evaluation.
+            self._publish(
+                pipe, batch_id, leaderboard, provenance.protocol_fingerprint,
+                reduction.entries, entry_provenance, now,
+            )  # fmt: skip
+            for entry in reduction.entries:  # history keeps every evaluation
                 point = {"batch": batch_id, "score": entry.score, "at": now}
-                pipe.zadd(f"{lb}:history:{entry.agent}", {json.dumps(point): now})
+                pipe.zadd(
+                    f"{self.k_lb(leaderboard)}:history:{entry.agent}", {json.dumps(point): now}
+                )
             pipe.hset(
                 self.k_batch(batch_id),
                 mapping={
                     "summary": json.dumps(reduction.summary),
+                    "entries": json.dumps([e.model_dump(mode="json") for e in reduction.entries]),
+                    "entry_provenance": json.dumps(entry_provenance),
                     "status": "done",
                     "finished_at": now,
+                    "provenance": provenance.model_dump_json(),
                 },
             )
             pipe.execute()
+
+    def republish(self, batch_id: str) -> None:
+        """A finished batch submitted again (same spec, same agents: nothing to run) is again
+        the agents' latest evaluation: its entries go back on the board, with no new history
+        point (nothing was evaluated anew)."""
+        info = self.batch(batch_id)
+        if info is None or info.status != "done":
+            return
+        raw = self.r.hget(self.k_batch(batch_id), "entry_provenance")
+        with self.r.pipeline(transaction=True) as pipe:
+            self._publish(
+                pipe, batch_id, info.leaderboard, info.provenance.protocol_fingerprint,
+                info.entries, json.loads(raw) if raw else {}, time.time(),
+            )  # fmt: skip
+            pipe.execute()
+
+    def _publish(
+        self, pipe: Any, batch_id: str, leaderboard: str, protocol: str,
+        entries: Sequence[LeaderboardEntry], entry_provenance: dict[str, dict[str, Any]],
+        now: float,
+    ) -> None:  # fmt: skip
+        """The agent's latest evaluation under the board's protocol replaces its entry."""
+        lb = self.k_lb(leaderboard)
+        pipe.set(f"{lb}:protocol", protocol)
+        pipe.sadd(f"{self.p}leaderboards", leaderboard)
+        for entry in entries:
+            pipe.zadd(lb, {entry.agent: entry.score})
+            pipe.hset(
+                f"{lb}:entry:{entry.agent}",
+                mapping={
+                    "score": entry.score,
+                    "stats": json.dumps(entry.stats),
+                    "batch": batch_id,
+                    "updated_at": now,
+                    "provenance": json.dumps(entry_provenance.get(entry.agent, {})),
+                },
+            )
 
     def leaderboard(self, name: str) -> list[LeaderboardRow]:
         agents: list[str] = self.r.zrevrange(self.k_lb(name), 0, -1)
@@ -207,6 +299,7 @@ class Store:
                     stats=json.loads(data["stats"]),
                     batch=data["batch"],
                     updated_at=float(data["updated_at"]),
+                    provenance=json.loads(data.get("provenance", "{}")),
                 )
             )
         return rows

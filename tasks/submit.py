@@ -9,6 +9,7 @@ from celery import chord
 from pydantic import BaseModel
 
 from tasks.app import app
+from tasks.provenance import provenance_of
 from tasks.store import Store
 from tasks.units import chord_error, chunk_time_limits, reduce_batch, run_chunk
 from tasks.validation import InputError
@@ -33,9 +34,9 @@ def chunked(units: list[Unit], size: int) -> list[list[Unit]]:
 
 
 def check_leaderboard(store: Store, batch: ValidatedBatch) -> str:
-    name = batch.spec.leaderboard_name()
+    name = batch.leaderboard_name()
     existing = store.leaderboard_protocol(name)
-    if existing is not None and existing != batch.spec.protocol_fingerprint():
+    if existing is not None and existing != batch.protocol_fingerprint:
         raise InputError(
             f"leaderboard: {name!r} holds results of a different protocol (items, protocol or "
             "params differ); name another leaderboard"
@@ -49,6 +50,7 @@ def submit(
     fresh: bool = False,
     resume_running: bool = False,
     visibility_timeout_s: float | None = None,
+    run_id: str | None = None,
 ) -> Submission:
     """Enqueue the units of `batch` that have no stored result (all of them with `fresh`).
 
@@ -66,6 +68,8 @@ def submit(
             f"visibility timeout ({visibility_timeout_s:g}s, ARENA_VISIBILITY_TIMEOUT_S)"
         )
     info = store.batch(batch_id)
+    if run_id:
+        store.label_run(run_id, batch_id)
     if fresh:
         store.forget_results(batch_id)
     elif info is not None and info.status == "running" and not resume_running:
@@ -77,13 +81,15 @@ def submit(
     missing = [u for u in units if u.id not in stored]
     reused = len(units) - len(missing)
     if info is not None and info.status == "done" and not missing and not fresh:
+        store.republish(batch_id)
         return Submission(
             batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=reused,
             enqueued=0, state="already-done",
         )  # fmt: skip
     store.start_batch(
-        batch_id, batch.spec.model_dump(mode="json"), workload.name, leaderboard, len(units)
-    )
+        batch.normalised(), workload.name, leaderboard, len(units), batch.identity,
+        provenance_of(batch, run_id),
+    )  # fmt: skip
     state: Literal["enqueued", "reducing"] = "enqueued" if missing else "reducing"
     if missing:
         _fan_out(batch_id, missing, workload.chunk_size)

@@ -13,6 +13,7 @@ from celery.utils.log import get_task_logger
 from tasks import metrics
 from tasks.app import app, store
 from tasks.execute import error_result, execute_unit, watch_for_shutdown
+from tasks.provenance import finished_provenance
 from tasks.settings import ArenaSettings
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import Unit
@@ -59,9 +60,11 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
         if deliveries > settings.max_deliveries:
             # The worker died every time it ran this chunk: give up on it, not on the batch.
             result = error_result(unit, f"worker lost {deliveries - 1} times running this unit")
+            log = ""
         else:
-            result = execute_unit(workload, unit)
-        db.save_unit(batch_id, result)
+            run = execute_unit(workload, unit)
+            result, log = run.result, run.log
+        db.save_unit(batch_id, result, log)
         metrics.UNITS.labels(unit.workload, unit.queue, result.status).inc()
         metrics.UNIT_SECONDS.labels(unit.workload).observe(result.duration_s)
     return len(parsed)
@@ -74,7 +77,7 @@ def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float
     info = db.batch(batch_id)
     if info is None or info.status in ("done", "cancelled"):
         return info.status if info else "unknown"
-    batch = validate_batch(info.spec)
+    batch = validate_batch(info.spec, identity=info.identity)
     workload = get_workload(batch.spec.workload)
     units = workload.expand(batch)
     results = db.unit_results(batch_id)
@@ -94,8 +97,10 @@ def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float
         for unit in missing:  # lost for good: an error result, never a stuck batch
             results[unit.id] = error_result(unit, "unit lost: no result was stored")
             db.save_unit(batch_id, results[unit.id])
-        reduction = workload.reduce(batch, [results[u.id] for u in units])
-        db.finish_batch(batch_id, reduction, info.leaderboard, batch.spec.protocol_fingerprint())
+        ordered = [results[u.id] for u in units]
+        reduction = workload.reduce(batch, ordered)
+        provenance, per_agent = finished_provenance(info.provenance, info.created_at, ordered)
+        db.finish_batch(batch_id, reduction, info.leaderboard, provenance, per_agent)
     except Exception as exc:
         log.exception("reducing batch %s failed", batch_id)
         db.set_status(batch_id, "failed", f"reducer: {type(exc).__name__}: {exc}")

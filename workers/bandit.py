@@ -10,13 +10,16 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class BanditAgent(Protocol):
-    def reset(self, n_arms: int, seed: int) -> None: ...
-    def act(self) -> int: ...
-    def observe(self, arm: int, reward: float) -> None: ...
+    """The agent contract (docs/agents.md) for bandits: `reset(seed=, n_arms=)`, then one
+    `act(observation) -> arm` per pull, where the observation is {"n_arms", "pull" (0-based),
+    "last_arm", "last_reward"} (the last two None on the first pull)."""
+
+    def reset(self, *, seed: int, n_arms: int) -> None: ...
+    def act(self, observation: dict[str, Any]) -> int: ...
 
 
 class BernoulliBandit:
@@ -32,18 +35,24 @@ class BernoulliBandit:
 
 
 class _Counting:
-    """Shared book-keeping: pulls and mean reward per arm."""
+    """Shared book-keeping: pulls and mean reward per arm, learnt from the observations."""
 
-    def reset(self, n_arms: int, seed: int) -> None:
+    def reset(self, *, seed: int, n_arms: int) -> None:
         self.rng = random.Random(seed)
         self.counts = [0] * n_arms
         self.means = [0.0] * n_arms
         self.t = 0
 
-    def observe(self, arm: int, reward: float) -> None:
-        self.t += 1
-        self.counts[arm] += 1
-        self.means[arm] += (reward - self.means[arm]) / self.counts[arm]
+    def act(self, observation: dict[str, Any]) -> int:
+        arm = observation["last_arm"]
+        if arm is not None:
+            self.t += 1
+            self.counts[arm] += 1
+            self.means[arm] += (observation["last_reward"] - self.means[arm]) / self.counts[arm]
+        return self.choose()
+
+    def choose(self) -> int:
+        raise NotImplementedError
 
     def untried(self) -> int | None:
         return next((a for a, c in enumerate(self.counts) if c == 0), None)
@@ -54,12 +63,12 @@ class _Counting:
 
 
 class RandomAgent(_Counting):
-    def act(self) -> int:
+    def choose(self) -> int:
         return self.rng.randrange(len(self.counts))
 
 
 class GreedyAgent(_Counting):
-    def act(self) -> int:
+    def choose(self) -> int:
         first = self.untried()
         return self.best() if first is None else first
 
@@ -67,7 +76,7 @@ class GreedyAgent(_Counting):
 class EpsilonGreedyAgent(_Counting):
     epsilon = 0.1
 
-    def act(self) -> int:
+    def choose(self) -> int:
         if self.rng.random() < self.epsilon:
             return self.rng.randrange(len(self.counts))
         first = self.untried()
@@ -75,7 +84,7 @@ class EpsilonGreedyAgent(_Counting):
 
 
 class UCB1Agent(_Counting):
-    def act(self) -> int:
+    def choose(self) -> int:
         first = self.untried()
         if first is not None:
             return first
@@ -85,7 +94,7 @@ class UCB1Agent(_Counting):
 
 
 class ThompsonAgent(_Counting):
-    def act(self) -> int:
+    def choose(self) -> int:
         samples = [
             self.rng.betavariate(1 + m * c, 1 + (1 - m) * c)
             for m, c in zip(self.means, self.counts, strict=True)
@@ -108,16 +117,19 @@ def play_episode(
     """One episode: total reward, pseudo-regret and the share of pulls on the best arm."""
     env = BernoulliBandit(probabilities)
     env.reset(env_seed)
-    agent.reset(len(probabilities), agent_seed)
+    agent.reset(seed=agent_seed, n_arms=len(probabilities))
     best = max(probabilities)
     total = expected = 0.0
     on_best = 0
-    for _ in range(pulls):
-        arm = agent.act()
-        if not isinstance(arm, int) or not 0 <= arm < len(probabilities):
+    arm: int | None = None
+    reward: float | None = None
+    for pull in range(pulls):
+        observation = {"n_arms": len(probabilities), "pull": pull, "last_arm": arm,
+                       "last_reward": reward}  # fmt: skip
+        arm = agent.act(observation)
+        if isinstance(arm, bool) or not isinstance(arm, int) or not 0 <= arm < len(probabilities):
             raise ValueError(f"agent chose arm {arm!r}; arms are 0..{len(probabilities) - 1}")
         reward = env.pull(arm)
-        agent.observe(arm, reward)
         total += reward
         expected += probabilities[arm]
         on_best += probabilities[arm] == best

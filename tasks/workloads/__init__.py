@@ -10,9 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tasks.identity import BatchIdentity, batch_identity
 from tasks.spec import BatchSpec
 from tasks.validation import InputError, describe_validation_error
-from tasks.workloads.base import ValidatedBatch, Workload
+from tasks.workloads.base import ValidatedBatch, Workload, normalise
+from workers.fingerprint import AgentFingerprint, FingerprintError, engine_fingerprint
 
 
 @cache
@@ -50,8 +52,10 @@ def _each(model: type[BaseModel], values: list[Any], where: str) -> list[Any]:
     return parsed
 
 
-def validate_batch(data: Any) -> ValidatedBatch:
-    """The whole spec checked (generic shape, then the workload's parts); errors name the field."""
+def validate_batch(data: Any, identity: BatchIdentity | None = None) -> ValidatedBatch:
+    """The whole spec checked (generic shape, then the workload's parts; errors name the field)
+    and identified: every agent fingerprinted, unless `identity` (stored at submission) is
+    given — a reducer rebuilds the batch a submitter identified, it never re-fingerprints."""
     if not isinstance(data, dict):
         raise InputError("spec: expected a mapping with workload, agents, items, protocol")
     try:
@@ -70,6 +74,20 @@ def validate_batch(data: Any) -> ValidatedBatch:
         params = workload.params_model.model_validate(spec.params)
     except ValidationError as exc:
         raise InputError(describe_validation_error(exc, prefix="params.")) from None
-    batch = ValidatedBatch(spec=spec, agents=agents, items=items, params=params)
+    normalised = normalise(spec, agents, items, params)
+    if identity is None:
+        identity = batch_identity(normalised, _fingerprints(workload, agents), engine_fingerprint())
+    batch = ValidatedBatch(spec=spec, agents=agents, items=items, params=params, identity=identity)
     workload.check(batch)
     return batch
+
+
+def _fingerprints(workload: Workload, agents: list[Any]) -> dict[str, AgentFingerprint]:
+    found = {}
+    for index, agent in enumerate(agents):
+        try:
+            found[workload.agent_key(agent)] = workload.fingerprint_agent(agent)
+        except FingerprintError as exc:
+            field = "entry_point" if getattr(agent, "entry_point", None) else "name"
+            raise InputError(f"agents[{index}].{field}: {exc}") from None
+    return found

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from functools import partial
 from importlib import resources
 from typing import Annotated, Any
 
@@ -17,6 +18,7 @@ from scoring.alympics_benchmark import MatchMeasures, score_benchmark
 from tasks.spec import Name, SpecModel, derive_seed
 from tasks.validation import InputError
 from tasks.workloads.base import (
+    Column,
     LeaderboardEntry,
     Reduction,
     Unit,
@@ -25,7 +27,15 @@ from tasks.workloads.base import (
     Workload,
 )
 from workers.agents import ENTRY_POINT, load_entry_point
-from workers.games import BASELINES, BUILTIN, game_measures, opponent_lineup, play_episode
+from workers.fingerprint import AgentFingerprint
+from workers.games import (
+    BASELINES,
+    BUILTIN,
+    ForfeitWatch,
+    game_measures,
+    opponent_lineup,
+    play_episode,
+)
 from workers.games import GAMES as GAME_CLASSES
 from workers.games.base import Strategy
 from workers.http_agent import HttpAgent
@@ -57,6 +67,8 @@ class AlympicsAgent(SpecModel):
     entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
     url: Annotated[str, Field(pattern=r"^https?://")] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
+    # Identifies the agent's code when its files cannot (an HTTP agent) or should not be hashed.
+    version: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> AlympicsAgent:
@@ -79,11 +91,13 @@ class AlympicsParams(SpecModel):
     episodes: Annotated[int, Field(ge=1)] | None = None  # overrides every game's episodes
 
 
-def make_strategy(agent: AlympicsAgent, game: str) -> Strategy:
+def make_strategy(
+    agent: AlympicsAgent, game: str, fingerprint: AgentFingerprint | None = None
+) -> Strategy:
     if agent.url:
         return HttpAgent(agent.url, agent.timeout_s)
     if agent.entry_point:
-        strategy: Strategy = load_entry_point(agent.entry_point)
+        strategy: Strategy = load_entry_point(agent.entry_point, fingerprint)
         return strategy
     return BUILTIN[game]()
 
@@ -94,6 +108,15 @@ class AlympicsWorkload(Workload):
     item_model = AlympicsGame
     params_model = AlympicsParams
     chunk_size = 4
+    score_header = "Composite"
+    table_columns = (
+        Column(key="categories.strategic", header="Strategic"),
+        Column(key="categories.cooperation", header="Cooperation"),
+        Column(key="categories.fairness", header="Fairness"),
+        Column(key="categories.robustness", header="Robustness"),
+        Column(key="faults", header="Faults", fmt="count"),
+    )
+    errors_column = Column(key="failed_match_sets", header="Failed match sets", fmt="count")
 
     def check(self, batch: ValidatedBatch) -> None:
         if batch.spec.protocol.episodes != 1:
@@ -136,21 +159,34 @@ class AlympicsWorkload(Workload):
                                 "rounds": game.rounds,
                                 "episodes": batch.params.episodes or game.episodes,
                             },
+                            agent_fingerprint=batch.identity.agents.get(agent.name),
+                            engine=batch.identity.engine,
                         )
                     )
         return units
 
     def run_unit(self, unit: Unit) -> dict[str, Any]:
+        """Play the match set. More than half of the agent's moves faulted: AgentForfeit, raised
+        as soon as that is certain, which makes the unit an error result (0 everywhere)."""
         p = unit.payload
-        agent = make_strategy(AlympicsAgent.model_validate(p["agent"]), p["game"])
+        game_class = GAME_CLASSES[p["game"]]
+        agent = make_strategy(
+            AlympicsAgent.model_validate(p["agent"]), p["game"], unit.agent_fingerprint
+        )
+        watch = ForfeitWatch(moves=p["rounds"] * p["episodes"], player=0)
         records = []
-        for episode in range(p["episodes"]):
-            game = GAME_CLASSES[p["game"]](p["rounds"])
-            players = [agent, *opponent_lineup(p["game"], p["opponent"])]
-            records.append(play_episode(game, players, derive_seed(unit.env_seed, episode)))
-        if isinstance(agent, HttpAgent):
-            agent.close()
-        per_episode = [statistics.fmean(r[0] for r in rec.payoffs) for rec in records]
+        try:
+            for episode in range(p["episodes"]):
+                game = game_class(p["rounds"])
+                players = [agent, *opponent_lineup(p["game"], p["opponent"])]
+                seed = derive_seed(unit.env_seed, episode)
+                on_fault = partial(watch.fault, episode)
+                records.append(play_episode(game, players, seed, on_fault=on_fault))
+        finally:
+            if isinstance(agent, HttpAgent):
+                agent.close()
+        # Credited payoffs (a faulted move earns nothing), so they agree with measures["raw"].
+        per_episode = [statistics.fmean(game_class.credited_payoffs(r, 0)) for r in records]
         reasons = [reason for rec in records for reason in rec.fault_reasons][:5]
         return {
             "game": p["game"],

@@ -11,6 +11,8 @@ from pydantic import Field, model_validator
 from scoring.bandit import summarise_bandit
 from tasks.spec import Name, SpecModel
 from tasks.workloads.base import (
+    Column,
+    IntervalSpec,
     LeaderboardEntry,
     Reduction,
     Unit,
@@ -20,6 +22,7 @@ from tasks.workloads.base import (
 )
 from workers.agents import ENTRY_POINT, load_entry_point
 from workers.bandit import BUILTIN_AGENTS, BanditAgent, play_episode
+from workers.fingerprint import AgentFingerprint
 
 
 class BanditAgentSpec(SpecModel):
@@ -27,6 +30,8 @@ class BanditAgentSpec(SpecModel):
     # A built-in strategy (default: the agent's name) or a Python entry point.
     builtin: str | None = None
     entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
+    # Identifies the agent's code instead of hashing its files (docs/reproducibility.md).
+    version: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
     @model_validator(mode="after")
     def _resolvable(self) -> BanditAgentSpec:
@@ -54,10 +59,20 @@ class BanditWorkload(Workload):
     item_model = BanditItem
     params_model = BanditParams
     chunk_size = 10  # an episode of 1,000 pulls takes about a millisecond
+    score_header = "Mean reward"
+    interval = IntervalSpec(point="iqm_reward", ci95="iqm_ci95", header="IQM [95% CI]")
+    table_columns = (
+        Column(key="mean_regret", header="Regret"),
+        Column(key="best_arm_rate", header="Best-arm rate", fmt="percent"),
+        Column(key="episodes", header="Episodes", fmt="count"),
+    )
+    errors_column = Column(key="errors", header="Errors", fmt="count")
 
-    def make_agent(self, spec: BanditAgentSpec) -> BanditAgent:
+    def make_agent(
+        self, spec: BanditAgentSpec, fingerprint: AgentFingerprint | None = None
+    ) -> BanditAgent:
         if spec.entry_point:
-            agent: BanditAgent = load_entry_point(spec.entry_point)
+            agent: BanditAgent = load_entry_point(spec.entry_point, fingerprint)
             return agent
         return BUILTIN_AGENTS[spec.builtin or spec.name]()
 
@@ -65,9 +80,8 @@ class BanditWorkload(Workload):
         agent = BanditAgentSpec.model_validate(unit.payload["agent"])
         item = BanditItem.model_validate(unit.payload["item"])
         params = BanditParams.model_validate(unit.payload["params"])
-        return play_episode(
-            self.make_agent(agent), item.arms, params.pulls, unit.env_seed, unit.agent_seed
-        )
+        agent_object = self.make_agent(agent, unit.agent_fingerprint)
+        return play_episode(agent_object, item.arms, params.pulls, unit.env_seed, unit.agent_seed)
 
     def reduce(self, batch: ValidatedBatch, results: Sequence[UnitResult]) -> Reduction:
         by_agent: dict[str, list[UnitResult]] = defaultdict(list)

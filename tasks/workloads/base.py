@@ -13,7 +13,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from tasks.identity import BatchIdentity
 from tasks.spec import BatchSpec, derive_seed
+from workers.fingerprint import (
+    AgentFingerprint,
+    builtin_fingerprint,
+    declared_fingerprint,
+    source_fingerprint,
+    unversioned_fingerprint,
+)
 
 QueueName = Literal["cpu", "gpu"]
 
@@ -34,6 +42,9 @@ class Unit(BaseModel):
     queue: QueueName = "cpu"
     time_limit_s: float
     payload: dict[str, Any]  # the workload's validated agent, item and params
+    # Taken at submission: a worker whose copy of the agent differs refuses to run it.
+    agent_fingerprint: AgentFingerprint | None = None
+    engine: str = ""  # the submitter's engine fingerprint
 
 
 class UnitResult(BaseModel):
@@ -49,6 +60,11 @@ class UnitResult(BaseModel):
     reason: str | None = None
     result: dict[str, Any] = {}
     duration_s: float = 0.0
+    # Provenance: which worker ran it and when (ISO 8601, UTC), and the end of what it printed.
+    host: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    log_tail: str = ""
 
 
 class LeaderboardEntry(BaseModel):
@@ -66,8 +82,34 @@ class Reduction(BaseModel):
     entries: list[LeaderboardEntry]
 
 
+# How a leaderboard cell shows a number (arena/tables.py): 4 significant digits, never scientific;
+# a whole number with thousands separators; a percentage.
+ColumnFormat = Literal["number", "count", "percent"]
+
+
+class Column(BaseModel):
+    """A leaderboard column: `key` is a dotted path into an entry's stats (categories.fairness)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    header: str
+    fmt: ColumnFormat = "number"
+
+
+class IntervalSpec(BaseModel):
+    """A point estimate and its 95% interval (a [low, high] pair), both keys of an entry's stats."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    point: str
+    ci95: str
+    header: str
+    fmt: ColumnFormat = "number"
+
+
 class ValidatedBatch(BaseModel):
-    """A spec whose workload-specific parts passed the workload's models."""
+    """A spec whose workload-specific parts passed the workload's models, and its identity."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
@@ -75,10 +117,33 @@ class ValidatedBatch(BaseModel):
     agents: list[Any]
     items: list[Any]
     params: Any
+    identity: BatchIdentity
 
     @property
     def batch_id(self) -> str:
-        return self.spec.batch_id()
+        return self.identity.batch_id
+
+    @property
+    def protocol_fingerprint(self) -> str:
+        return self.identity.protocol_fingerprint
+
+    def leaderboard_name(self) -> str:
+        return self.spec.leaderboard or f"{self.spec.workload}-{self.protocol_fingerprint[:8]}"
+
+    def normalised(self) -> dict[str, Any]:
+        return normalise(self.spec, self.agents, self.items, self.params)
+
+
+def normalise(spec: BatchSpec, agents: list[Any], items: list[Any], params: Any) -> dict[str, Any]:
+    """The spec as validated, every default filled in: two spellings of one protocol agree."""
+    return {
+        "workload": spec.workload,
+        "leaderboard": spec.leaderboard,
+        "agents": [a.model_dump(mode="json") for a in agents],
+        "items": [i.model_dump(mode="json") for i in items],
+        "protocol": spec.protocol.model_dump(mode="json"),
+        "params": params.model_dump(mode="json"),
+    }
 
 
 class Workload(ABC):
@@ -88,6 +153,13 @@ class Workload(ABC):
     params_model: ClassVar[type[BaseModel]]
     # Units per Celery task: tiny units are chunked so dispatch does not dominate.
     chunk_size: ClassVar[int] = 1
+    # How a leaderboard shows the entries (arena/tables.py): the primary score, then the interval
+    # (rows not separated from the row above are marked), these stats, and the errors column
+    # when any entry has errors. Declared, so no column depends on the values of the first row.
+    score_header: ClassVar[str] = "Score"
+    interval: ClassVar[IntervalSpec | None] = None
+    table_columns: ClassVar[tuple[Column, ...]] = ()
+    errors_column: ClassVar[Column | None] = None
 
     def coerce_agent(self, raw: str | dict[str, Any]) -> dict[str, Any]:
         """A bare string names a built-in agent."""
@@ -107,6 +179,22 @@ class Workload(ABC):
 
     def check(self, batch: ValidatedBatch) -> None:  # noqa: B027 (optional hook)
         """Cross-field checks of a whole spec; raise InputError naming the field."""
+
+    def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
+        """What identifies the agent's code: a declared `version`, else the files of its entry
+        point, else (an HTTP agent) nothing — such an agent is always rerun. May raise
+        FingerprintError when the agent cannot be found."""
+        version = getattr(agent, "version", None)
+        if version:
+            return declared_fingerprint(version)
+        entry_point = getattr(agent, "entry_point", None)
+        if entry_point:
+            return source_fingerprint(entry_point)
+        if getattr(agent, "url", None):
+            return unversioned_fingerprint(
+                "an HTTP agent without a declared version cannot be fingerprinted: always rerun"
+            )
+        return builtin_fingerprint(self.agent_key(agent))
 
     def expand(self, batch: ValidatedBatch) -> list[Unit]:
         """agents × items × episodes, in a fixed order, with seeds derived from the batch seed."""
@@ -133,6 +221,8 @@ class Workload(ABC):
                         "item": item.model_dump(mode="json"),
                         "params": batch.params.model_dump(mode="json"),
                     },
+                    agent_fingerprint=batch.identity.agents.get(a),
+                    engine=batch.identity.engine,
                 )
             )
         return units

@@ -3,31 +3,34 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
+from typing import Any
 
 from workers.bandit import GreedyAgent
 
 
 class CrashingAgent(GreedyAgent):
-    def act(self) -> int:
+    def act(self, observation: dict[str, Any]) -> int:
+        arm = super().act(observation)
         if self.t == 10:
             raise RuntimeError("agent bug at pull 10")
-        return super().act()
+        return arm
 
 
 class SleepyAgent(GreedyAgent):
-    def act(self) -> int:
+    def act(self, observation: dict[str, Any]) -> int:
         time.sleep(3600)
         return 0
 
 
 class ExitingAgent(GreedyAgent):
-    def act(self) -> int:
+    def act(self, observation: dict[str, Any]) -> int:
         raise SystemExit(3)
 
 
 class BadArmAgent(GreedyAgent):
-    def act(self) -> int:
+    def act(self, observation: dict[str, Any]) -> int:
         return 99
 
 
@@ -50,9 +53,78 @@ def bad_arm() -> BadArmAgent:
 class ProcessKiller(GreedyAgent):
     """Takes the whole worker process down (as a segfaulting extension would)."""
 
-    def act(self) -> int:
+    def act(self, observation: dict[str, Any]) -> int:
         os._exit(1)
 
 
 def process_killer() -> ProcessKiller:
     return ProcessKiller()
+
+
+# Alympics (game-theory benchmark) agents: a fault earns nothing, and a match set with more than
+# half of its moves faulted is forfeit. Annotated with `object` so as to need no new imports.
+
+
+class AlympicsRaiser:
+    """Raises on every move."""
+
+    def reset(self, game: str = "", player: int = 0, seed: int = 0, **context: object) -> None:
+        self.game = game or str(context.get("game", ""))
+
+    def act(self, observation: dict[str, object]) -> object:
+        raise RuntimeError("agent bug: no move")
+
+
+class AlympicsGarbage(AlympicsRaiser):
+    """Answers with something no game accepts."""
+
+    def act(self, observation: dict[str, object]) -> object:
+        return {"garbage": [1, 2, 3]}
+
+
+class AlympicsSometimes(AlympicsRaiser):
+    """The builtin agent, except that 2 of every 5 of its moves in a match set (40%) raise. The
+    builtin still chooses every move first, so its own state runs exactly as without faults."""
+
+    def __init__(self) -> None:
+        self.moves = 0
+
+    def reset(self, game: str = "", player: int = 0, seed: int = 0, **context: object) -> None:
+        from workers.games import BUILTIN
+
+        super().reset(game, player, seed, **context)
+        self.inner = BUILTIN[self.game]()
+        self.inner.reset(game=self.game, player=player, seed=seed, **context)
+
+    def act(self, observation: dict[str, object]) -> object:
+        action = self.inner.act(observation)
+        self.moves += 1
+        if self.moves % 5 in (1, 2):
+            raise RuntimeError(f"agent bug at move {self.moves}")
+        return action
+
+
+def alympics_raiser() -> AlympicsRaiser:
+    return AlympicsRaiser()
+
+
+def alympics_garbage() -> AlympicsGarbage:
+    return AlympicsGarbage()
+
+
+def alympics_sometimes() -> AlympicsSometimes:
+    return AlympicsSometimes()
+
+
+class ChattyAgent(GreedyAgent):
+    """Prints on every channel an agent may use: Python's stdout and stderr, and the C level."""
+
+    def reset(self, *, seed: int, n_arms: int) -> None:
+        super().reset(seed=seed, n_arms=n_arms)
+        print(f"chatty: reset with {n_arms} arms")
+        print("chatty: a warning on stderr", file=sys.stderr)
+        os.write(1, b"chatty: straight to file descriptor 1\n")
+
+
+def chatty() -> ChattyAgent:
+    return ChattyAgent()

@@ -82,11 +82,11 @@ def workers(tmp_path: Path) -> Iterator[WorkerPools]:
 
 
 def arena(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [ARENA, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False,
-        cwd=ROOT,
+        cwd=cwd,
     )  # fmt: skip
 
 

@@ -120,7 +120,12 @@ def test_agent_faults_become_error_results(cluster_env, db, workers, write_spec)
         {"name": "sleeper", "entry_point": "tests.integration.agents:sleepy"},
         {"name": "quitter", "entry_point": "tests.integration.agents:exiting"},
         {"name": "cheater", "entry_point": "tests.integration.agents:bad_arm"},
-        {"name": "missing", "entry_point": "tests.integration.no_such_module:agent"},
+        # A declared version is taken on trust at submission: the worker finds nothing to run.
+        {
+            "name": "missing",
+            "entry_point": "tests.integration.no_such_module:agent",
+            "version": "1",
+        },
     ]
     spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 3, "unit_time_limit_s": 1})
     workers.start(cluster_env, concurrency=2)
@@ -151,6 +156,11 @@ def test_agent_faults_become_error_results(cluster_env, db, workers, write_spec)
         ({"params": {"pulls": -1}}, "params.pulls"),
         ({"agents": ["ucb1", "ucb1"]}, "duplicate"),
         ({"leaderboard": "has space"}, "leaderboard"),
+        # An entry point the submitter cannot find is refused at submission, not at run time.
+        (
+            {"agents": [{"name": "m", "entry_point": "tests.integration.no_such_module:agent"}]},
+            "agents[0].entry_point: cannot find module 'tests.integration.no_such_module'",
+        ),
     ],
 )
 def test_invalid_spec_is_refused_before_anything_is_enqueued(

@@ -88,4 +88,4 @@ def test_ctrl_c_leaves_no_stray_process_and_the_rerun_resumes(tmp_path: Path, wr
 def test_status_of_an_unknown_batch(tmp_path: Path):
     result = arena("status", "nope", env=embedded_env(tmp_path / "data"))
     assert result.returncode == 2
-    assert result.stderr.strip() == "arena: error: batch: no batch 'nope'"
+    assert result.stderr.strip() == "arena: error: batch: no batch or run 'nope'"

@@ -12,7 +12,7 @@ import pytest
 
 from tasks.execute import _Shutdown, deadline, execute_unit
 from tasks.settings import ArenaSettings, celery_url
-from tasks.spec import BatchSpec, derive_seed
+from tasks.spec import derive_seed
 from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch, workloads
 from tasks.workloads.base import Workload
@@ -67,11 +67,11 @@ def test_derive_seed_is_stable_and_spreads():
 
 
 def test_protocol_fingerprint_ignores_agents_and_board_name():
-    base = BatchSpec.model_validate(bandit_spec())
-    other_agents = BatchSpec.model_validate(bandit_spec(agents=["ucb1"], leaderboard="x"))
-    other_pulls = BatchSpec.model_validate(bandit_spec(params={"pulls": 7}))
-    assert base.protocol_fingerprint() == other_agents.protocol_fingerprint()
-    assert base.protocol_fingerprint() != other_pulls.protocol_fingerprint()
+    base = validate_batch(bandit_spec())
+    other_agents = validate_batch(bandit_spec(agents=["ucb1"], leaderboard="x"))
+    other_pulls = validate_batch(bandit_spec(params={"pulls": 7}))
+    assert base.protocol_fingerprint == other_agents.protocol_fingerprint
+    assert base.protocol_fingerprint != other_pulls.protocol_fingerprint
 
 
 def test_json_and_yaml_specs_are_the_same_spec(tmp_path):
@@ -118,7 +118,7 @@ def test_deadline_interrupts_a_stuck_unit():
         )
     )[0]
     started = time.monotonic()
-    result = execute_unit(get_workload("bandit"), unit)
+    result = execute_unit(get_workload("bandit"), unit).result
     assert time.monotonic() - started < 2
     assert (result.status, result.reason) == ("error", "time limit of 0.3s exceeded")
     assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None, signal.default_int_handler)
@@ -139,7 +139,7 @@ def test_system_exit_is_an_agent_fault_unless_the_worker_is_stopping():
             )
         )
     )[0]
-    result = execute_unit(get_workload("bandit"), unit)
+    result = execute_unit(get_workload("bandit"), unit).result
     assert result.status == "error" and "SystemExit" in (result.reason or "")
     _Shutdown.requested = True
     try:

@@ -1,0 +1,176 @@
+"""Fingerprints of agents and of Arena's own unit code: what makes two runs the same work.
+
+A batch's identity covers every agent's fingerprint, so a rerun resumes only when no agent's
+code changed (docs/reproducibility.md). Kinds:
+
+- `source`: SHA-256 over the files of an entry point's top-level package (or its one module);
+- `distribution`: an entry point installed as a package: its distribution's name and version;
+- `declared`: a version the spec declares (`version:`), taken on trust;
+- `file`: SHA-256 of one artifact (a checkpoint);
+- `builtin`: Arena's own agents, covered by the engine fingerprint;
+- `unversioned`: nothing to fingerprint (an HTTP agent with no declared version): a fresh nonce,
+  so every submission is new work and is always rerun.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+import uuid
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+FingerprintKind = Literal["source", "distribution", "declared", "file", "builtin", "unversioned"]
+# Folders never part of an agent's source: caches and version-control data.
+SKIPPED_DIRS = {"__pycache__", ".git", ".hg", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+ENGINE_PACKAGES = ("scoring", "workers", "tasks")
+
+
+class AgentFingerprint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: FingerprintKind
+    digest: str  # what identity hashes: a hex digest, a version, or a nonce
+    detail: str = ""  # for people: what was hashed or why nothing could be
+
+
+class FingerprintError(ValueError):
+    """The agent cannot be located to fingerprint it; the message says what to do."""
+
+
+def agent_search_path() -> str:
+    """The one import rule (docs/agents.md): the working directory first, as `python -m` does,
+    then PYTHONPATH, then installed packages. The same for in-process and worker processes."""
+    cwd = os.getcwd()
+    if not sys.path or sys.path[0] != cwd:
+        if cwd in sys.path:
+            sys.path.remove(cwd)
+        sys.path.insert(0, cwd)
+    return cwd
+
+
+def _hash_tree(paths: list[Path]) -> tuple[str, int]:
+    """SHA-256 over (relative name, content) of every file under `paths`, in sorted order."""
+    digest = hashlib.sha256()
+    count = 0
+    for root in paths:
+        files = [root] if root.is_file() else sorted(_files_under(root))
+        for path in files:
+            name = path.name if path == root else path.relative_to(root).as_posix()
+            digest.update(name.encode() + b"\0")
+            digest.update(_file_digest(path, path.stat().st_mtime_ns, path.stat().st_size))
+            count += 1
+    return digest.hexdigest(), count
+
+
+def _files_under(root: Path) -> list[Path]:
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")]
+        found += [Path(folder, f) for f in files if not f.endswith((".pyc", ".pyo"))]
+    return found
+
+
+@cache
+def _file_digest(path: Path, mtime_ns: int, size: int) -> bytes:
+    """Cached by (path, mtime, size): a worker re-checks an unchanged package for free."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.digest()
+
+
+def file_fingerprint(path: str | Path) -> AgentFingerprint:
+    """One artifact, e.g. a Stable-Baselines3 checkpoint."""
+    p = Path(path)
+    try:
+        stat = p.stat()
+        digest = _file_digest(p.resolve(), stat.st_mtime_ns, stat.st_size)
+    except OSError as exc:
+        raise FingerprintError(f"cannot read {path} ({exc.strerror or exc})") from None
+    return AgentFingerprint(kind="file", digest=digest.hex(), detail=f"sha256 of {p.name}")
+
+
+def declared_fingerprint(version: str) -> AgentFingerprint:
+    return AgentFingerprint(kind="declared", digest=version, detail="version declared in the spec")
+
+
+def unversioned_fingerprint(why: str) -> AgentFingerprint:
+    return AgentFingerprint(kind="unversioned", digest=uuid.uuid4().hex, detail=why)
+
+
+def builtin_fingerprint(name: str) -> AgentFingerprint:
+    return AgentFingerprint(kind="builtin", digest=engine_fingerprint(), detail=f"built-in {name}")
+
+
+def _module_location(module: str) -> list[Path]:
+    """Where `module` (a dotted name) lives, found without importing (nothing runs at submit):
+    the folder(s) of its top-level package, or its one file."""
+    top = module.split(".")[0]
+    agent_search_path()
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError) as exc:
+        raise FingerprintError(f"cannot find module {top!r}: {exc}") from None
+    if spec is None:
+        raise FingerprintError(
+            f"cannot find module {top!r} (looked in the working directory {os.getcwd()}, "
+            "PYTHONPATH and installed packages)"
+        )
+    if spec.submodule_search_locations:
+        roots = [Path(p) for p in spec.submodule_search_locations]
+        _check_submodule(module, roots)
+        return roots
+    if spec.origin and os.path.isfile(spec.origin):
+        if "." in module:
+            raise FingerprintError(f"{top!r} is a module, not a package: no {module!r}")
+        return [Path(spec.origin)]
+    raise FingerprintError(f"module {top!r} has no source files to fingerprint")
+
+
+def _check_submodule(module: str, roots: list[Path]) -> None:
+    parts = module.split(".")[1:]
+    if not parts:
+        return
+    rel = Path(*parts)
+    if not any((r / rel).with_suffix(".py").is_file() or (r / rel).is_dir() for r in roots):
+        raise FingerprintError(f"cannot find module {module!r} (no {rel}.py in {roots[0]})")
+
+
+def _distribution(top: str, roots: list[Path]) -> str | None:
+    """`name==version` when the package is installed (not a checkout on the path)."""
+    if not any(part in {"site-packages", "dist-packages"} for part in roots[0].parts):
+        return None
+    names = importlib.metadata.packages_distributions().get(top)
+    if not names:
+        return None
+    return f"{names[0]}=={importlib.metadata.version(names[0])}"
+
+
+def source_fingerprint(entry_point: str) -> AgentFingerprint:
+    """The files of the entry point's top-level package (every file: code and data it loads)."""
+    module = entry_point.split(":")[0]
+    roots = _module_location(module)
+    top = module.split(".")[0]
+    installed = _distribution(top, roots)
+    if installed:
+        return AgentFingerprint(kind="distribution", digest=installed, detail=f"installed {top}")
+    digest, count = _hash_tree(roots)
+    where = roots[0] if len(roots) == 1 else f"{len(roots)} folders"
+    return AgentFingerprint(kind="source", digest=digest, detail=f"{count} files of {where}")
+
+
+@cache
+def engine_fingerprint() -> str:
+    """Arena's own code that runs and scores units (scoring/, workers/, tasks/): results of
+    another version of it are other results."""
+    here = Path(__file__).resolve().parent.parent
+    digest, _ = _hash_tree([here / name for name in ENGINE_PACKAGES])
+    return digest[:16]
