@@ -43,20 +43,76 @@ class RaceInput(StrictModel):
         return self
 
 
-def read_json(path: str) -> Any:
+MAX_INPUT_BYTES = 64 * 1024 * 1024  # far above any real input; /dev/zero is refused, not read
+MAX_INPUT_DEPTH = 32  # the deepest real input (a leaderboard) is 4 levels
+MAX_INT_DIGITS = 4_000
+
+
+class _Refused(ValueError):
+    """A problem the JSON parser's hooks find: reported as is."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of two equal keys: a typo'd copy would silently win.
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _Refused(f"duplicate key {key!r} in an object")
+        found[key] = value
+    return found
+
+
+def _integer(text: str) -> int:
+    # Python refuses to read an int of over 4,300 digits (a ValueError, not a JSON error); any
+    # shorter one reaches the models, whose bounds name the field.
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _Refused(f"a number of {digits} digits is too large")
+    return int(text)
+
+
+def _depth(data: Any) -> int:
+    """How deeply lists and objects nest (iterative: a deep input cannot exhaust the stack)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, depth)
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _read_bytes(path: str) -> bytes:
     try:
-        data = Path(path).read_bytes() if path != "-" else sys.stdin.buffer.read()
-        text = data.decode("utf-8")
+        if path == "-":
+            return sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        with Path(path).open("rb") as file:
+            return file.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_json(path: str) -> Any:
+    """The JSON in a file ('-': standard input); any problem is one InputError line."""
+    data = _read_bytes(path)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
     try:
-        return json.loads(text)
+        parsed = json.loads(text, object_pairs_hook=_object, parse_int=_integer)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
+    except _Refused as exc:
+        raise InputError(f"{path}: {exc}") from None
     except RecursionError:
-        raise InputError(f"{path}: nested too deeply") from None
+        raise InputError(f"{path}: nested too deeply (over {MAX_INPUT_DEPTH} levels)") from None
+    if _depth(parsed) > MAX_INPUT_DEPTH:
+        raise InputError(f"{path}: nested too deeply (over {MAX_INPUT_DEPTH} levels)")
+    return parsed
 
 
 def _validate(adapter: TypeAdapter[Any], data: Any, where: str) -> Any:

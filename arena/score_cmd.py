@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from arena.errors import InputError
@@ -72,4 +73,13 @@ SCORERS = {"mario": _mario, "race": _race, "alympics": _alympics}
 
 def score(workload: str, data: Any) -> tuple[str, dict[str, Any]]:
     """(human text, JSON payload) for one workload's input."""
-    return SCORERS[workload](data)
+    text, payload = SCORERS[workload](data)
+    try:
+        # The models' bounds keep every figure finite; should one slip through, it is refused
+        # here rather than printed as NaN (which is not JSON).
+        json.dumps(payload, allow_nan=False)
+    except ValueError:
+        raise InputError(
+            f"{workload}: the input gives a score that is not a finite number"
+        ) from None
+    return text, payload

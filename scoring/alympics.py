@@ -59,7 +59,7 @@ def normalise(game: GameName, raw: float) -> float:
     return clamp((raw - low) / (high - low) * 100, 0, 100)
 
 
-Percent = Annotated[float, Field(ge=0, le=100)]
+Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
 
 
 class GameCategoryValues(StrictModel):

@@ -24,9 +24,23 @@ TIME_POINTS = 10
 LEVELS_IN_GAME = 32
 DEFAULT_FRAME_SKIP = 4
 
+# Input bounds: generous for any real run, but finite, so that no input can make a score
+# overflow or print as a 23-digit number (docs/scoring.md, "Input bounds").
+MAX_X_POS = 65_535  # the game keeps x in two bytes (page, pixel); real levels end before 7,000
+# A level's clock (at most 400 game seconds, ~9,600 frames) needs a few thousand steps; a million
+# also keeps the rubric's promise that a completed level always outscores an uncompleted one.
+MAX_LEVEL_STEPS = 1_000_000
+MAX_GAME_STEPS = LEVELS_IN_GAME * MAX_LEVEL_STEPS  # a full game: at most 32 levels' worth
+MAX_FRAME_SKIP = 60  # one decision per second of game time (60 frames) at the least
+MAX_LIVES_LOST = 10_000  # lives can be won back, so more than the 255 a byte counts
+
 World = Annotated[int, Field(ge=1, le=8)]
 Stage = Annotated[int, Field(ge=1, le=4)]
-NonNegative = Annotated[int, Field(ge=0)]
+XPos = Annotated[int, Field(ge=0, le=MAX_X_POS)]
+# The game's own counters: coins wrap at 100, the timer shows three digits.
+Coins = Annotated[int, Field(ge=0, le=99)]
+Timer = Annotated[int, Field(ge=0, le=999)]
+FrameSkip = Annotated[int, Field(ge=1, le=MAX_FRAME_SKIP)]
 
 
 class EpisodeResult(StrictModel):
@@ -36,12 +50,11 @@ class EpisodeResult(StrictModel):
     world: World
     stage: Stage
     completed: bool
-    max_x_pos: NonNegative
-    steps: NonNegative
-    # The game's own counters: coins wrap at 100, the timer shows three digits.
-    coins: Annotated[int, Field(ge=0, le=99)] = 0
-    time_remaining: Annotated[int, Field(ge=0, le=999)] = 0
-    frame_skip: Annotated[int, Field(ge=1)] = DEFAULT_FRAME_SKIP
+    max_x_pos: XPos
+    steps: Annotated[int, Field(ge=0, le=MAX_LEVEL_STEPS)]
+    coins: Coins = 0
+    time_remaining: Timer = 0
+    frame_skip: FrameSkip = DEFAULT_FRAME_SKIP
 
 
 def level_index(world: int, stage: int) -> int:
@@ -55,20 +68,22 @@ class FullGameResult(StrictModel):
     full_game: Literal[True]
     world: World
     stage: Stage
-    max_x_pos: NonNegative
-    steps: NonNegative
+    max_x_pos: XPos
+    steps: Annotated[int, Field(ge=0, le=MAX_GAME_STEPS)]
     levels_completed: Annotated[int, Field(ge=0, le=LEVELS_IN_GAME)]
     completed: bool = False
-    lives_lost: NonNegative = 0  # tracked, not scored
-    coins: Annotated[int, Field(ge=0, le=99)] = 0  # tracked, not scored in the full game
-    frame_skip: Annotated[int, Field(ge=1)] = DEFAULT_FRAME_SKIP
+    lives_lost: Annotated[int, Field(ge=0, le=MAX_LIVES_LOST)] = 0  # tracked, not scored
+    coins: Coins = 0  # tracked, not scored in the full game
+    frame_skip: FrameSkip = DEFAULT_FRAME_SKIP
 
     @model_validator(mode="after")
     def _consistent(self) -> FullGameResult:
         reached = level_index(self.world, self.stage)
         if self.completed:
             if (self.world, self.stage) != (8, 4) or self.levels_completed != LEVELS_IN_GAME:
-                raise ValueError("a completed full game ends in 8-4 with levels_completed = 32")
+                raise ValueError(
+                    "completed: a completed full game ends in 8-4 with levels_completed = 32"
+                )
         elif self.levels_completed > reached:
             # Warp zones skip levels, so fewer completed levels than the index is fine; more is not.
             raise ValueError(

@@ -15,8 +15,13 @@ from pydantic import Field, model_validator
 from scoring._common import StrictModel, clamp, format_half_up
 
 DIMENSIONS = ("build", "tests", "lint", "diff_size", "speed")
-Score = Annotated[float, Field(ge=0, le=100)]
-Weight = Annotated[float, Field(ge=0)]
+# Finite, bounded floats: an infinite weight or score would make the composite NaN.
+Score = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+# Weights are relative (the rubric's sum to 100). The bounds keep every sum finite and every
+# product exact to the last digits (a weight of 1e-320 would lose them).
+MAX_WEIGHT = 1_000_000
+MIN_POSITIVE_WEIGHT = 1e-6
+Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
 
 
@@ -30,7 +35,13 @@ class RaceWeights(StrictModel):
     @model_validator(mode="after")
     def _some_weight(self) -> RaceWeights:
         if not any(getattr(self, d) for d in DIMENSIONS):
-            raise ValueError("weights: at least one weight must be positive")
+            raise ValueError("weights: at least one weight must be positive (all are 0)")
+        for d in DIMENSIONS:
+            if 0 < getattr(self, d) < MIN_POSITIVE_WEIGHT:
+                raise ValueError(
+                    f"weights.{d}: {getattr(self, d):g} is neither 0 nor at least "
+                    f"{MIN_POSITIVE_WEIGHT:g}"
+                )
         return self
 
 
@@ -135,6 +146,16 @@ def calculate_composite(scores: DimensionScores, weights: RaceWeights) -> float:
 class Thresholds(StrictModel):
     auto_merge_minimum: Score = 85.0
     fail_maximum: Score = 30.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Thresholds:
+        # Inverted, a winner below both would be auto-merged: the verdict tests the minimum first.
+        if self.auto_merge_minimum < self.fail_maximum:
+            raise ValueError(
+                f"thresholds: auto_merge_minimum ({self.auto_merge_minimum:g}) is below "
+                f"fail_maximum ({self.fail_maximum:g})"
+            )
+        return self
 
 
 class Verdict(StrEnum):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, NoReturn
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.validation import InputError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -42,6 +44,147 @@ def derive_seed(master: int, *parts: str | int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def load_spec_file(path: str | Path) -> Any:
-    """YAML or JSON (JSON is YAML); the caller validates."""
-    return yaml.safe_load(Path(path).read_text())
+MAX_SPEC_BYTES = 256 * 1024  # the examples are under 1 KiB; this keeps parsing well under 1 s
+MAX_SPEC_DEPTH = 32  # real specs nest 5 deep at most
+MAX_SPEC_VALUES = 200_000  # more than 256 KiB of text can hold without aliases
+
+_TAG = "tag:yaml.org,2002:"
+# JSON's kinds of value only: a date, bytes or a set could not be hashed into a batch's identity,
+# and '<<' merges and '=' are not worth their surprises. Such text reads as a plain string.
+_JSON_TAGS = ("null", "bool", "int", "float", "str", "seq", "map")
+
+
+class _Refused(yaml.constructor.ConstructorError):
+    """Valid YAML that a spec may not use; the message is its problem and line."""
+
+
+class _SpecResolver(yaml.resolver.Resolver):
+    # PyYAML reads this class attribute (declared an instance one in its stubs).
+    yaml_implicit_resolvers = {  # noqa: RUF012
+        first: [(tag, rx) for tag, rx in resolvers if tag[len(_TAG) :] in _JSON_TAGS]
+        for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
+    }
+
+
+class _SpecConstructor(yaml.constructor.SafeConstructor):
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_shape(node)
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # PyYAML keeps the last of two equal keys: a pasted copy would silently win.
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # an unhashable key: SafeConstructor refuses it
+            key = self.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                raise _Refused(
+                    problem=f"duplicate key {key_node.value!r} (first at line {first_line[key]})",
+                    problem_mark=key_node.start_mark,
+                )
+            first_line[key] = line
+        return super().construct_mapping(node, deep)
+
+    def construct_spec_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # over 4,300 digits: Python will not read it
+            raise _Refused(problem="number too large", problem_mark=node.start_mark) from None
+
+    yaml_constructors: ClassVar[dict[str | None, Any]] = {
+        **{
+            _TAG + t: yaml.constructor.SafeConstructor.yaml_constructors[_TAG + t]
+            for t in _JSON_TAGS
+        },
+        _TAG + "int": construct_spec_int,
+        None: yaml.constructor.SafeConstructor.construct_undefined,
+    }
+
+
+def _check_shape(root: yaml.Node) -> None:
+    """At most MAX_SPEC_DEPTH levels and MAX_SPEC_VALUES values counted as expanded, so aliases
+    stay usable (yaml.safe_dump writes them for shared lists) while a "billion laughs" (a few
+    lines of aliases naming billions of values) or an alias inside itself is refused at once.
+    Iterative: a deep document cannot exhaust the stack here."""
+    values = 0
+    inside: set[int] = set()  # the collections on the current path
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, leaving = stack.pop()
+        if leaving:
+            inside.discard(id(node))
+            continue
+        if id(node) in inside:
+            _refuse(node, "an alias refers to a value that contains it")
+        values += 1
+        if values > MAX_SPEC_VALUES:
+            _refuse(node, f"over {MAX_SPEC_VALUES:,} values (counting what aliases repeat)")
+        if depth > MAX_SPEC_DEPTH:
+            _refuse(node, f"nested too deeply (over {MAX_SPEC_DEPTH} levels)")
+        if isinstance(node, yaml.SequenceNode | yaml.MappingNode):
+            inside.add(id(node))
+            stack.append((node, depth, True))
+            children = node.value if isinstance(node, yaml.SequenceNode) else (
+                part for pair in node.value for part in pair)  # fmt: skip
+            stack.extend((child, depth + 1, False) for child in children)
+
+
+def _refuse(node: yaml.Node, problem: str) -> NoReturn:
+    raise _Refused(problem=problem, problem_mark=node.start_mark)
+
+
+class _PySpecLoader(_SpecConstructor, _SpecResolver, yaml.SafeLoader):
+    """PyYAML's own parser, where it was built without libyaml."""
+
+
+LOADERS: list[type[yaml.SafeLoader] | type[yaml.CSafeLoader]] = [_PySpecLoader]
+if hasattr(yaml, "CSafeLoader"):
+
+    class _CSpecLoader(_SpecConstructor, _SpecResolver, yaml.CSafeLoader):
+        """libyaml's parser: several times faster, and it caps nesting at 1,000 levels."""
+
+    LOADERS.insert(0, _CSpecLoader)
+
+
+def _yaml_problem(path: str, exc: yaml.YAMLError) -> str:
+    if not isinstance(exc, yaml.MarkedYAMLError):  # e.g. a control character
+        return f"{path}: not valid YAML/JSON ({' '.join(str(exc).split())})"
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+    if isinstance(exc, _Refused):
+        return f"{path}: {where}: {exc.problem}"
+    if "maximum nesting depth" in (exc.problem or ""):  # libyaml's own cap, past ours
+        return f"{path}: {where}: nested too deeply (over {MAX_SPEC_DEPTH} levels)"
+    what = "; ".join(part for part in (exc.context, exc.problem) if part)
+    return f"{path}: not valid YAML/JSON at {where}: {' '.join(what.split())}"
+
+
+def _read_spec(path: str) -> str:
+    try:
+        with Path(path).open("rb") as file:
+            data = file.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise InputError(f"{path}: larger than {MAX_SPEC_BYTES // 1024} KiB; a spec is small")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+
+
+def load_spec_file(
+    path: str | Path, loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader] | None = None
+) -> Any:
+    """YAML or JSON (JSON is YAML), as JSON's kinds of value; the caller validates. Any problem
+    with the file itself is one InputError line naming it (and the line, where there is one)."""
+    name = str(path)
+    text = _read_spec(name)
+    try:
+        return yaml.load(text, Loader=loader or LOADERS[0])
+    except yaml.YAMLError as exc:
+        raise InputError(_yaml_problem(name, exc)) from None
+    except RecursionError:  # PyYAML's own composer recurses; libyaml caps nesting itself
+        raise InputError(f"{name}: nested too deeply (over {MAX_SPEC_DEPTH} levels)") from None

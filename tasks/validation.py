@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 
 class InputError(ValueError):
     """Bad user input; the message is one line that names the offending field."""
+
+
+class RunFailed(RuntimeError):
+    """A run that could not be followed to its end (Redis lost for too long, the batch gone):
+    one line, exit status 1."""
+
+
+MAX_PROBLEMS = 10  # a list of a million bad values is still one readable line
+MAX_SHOWN = 80  # characters of an offending value quoted back
+_FIELD_HEAD = re.compile(r"[A-Za-z_][\w.\[\]]*(?=: )")
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -17,7 +29,39 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return path
 
 
-def _describe(error: ErrorDetails) -> str:
+def _where(prefix: str, loc: tuple[int | str, ...]) -> str:
+    """prefix ('agents[0].', 'params.', '') and the error's own location, as one path."""
+    inner = _location(loc)
+    if not inner:
+        return prefix.rstrip(".")
+    return prefix.rstrip(".") + inner if inner.startswith("[") else prefix + inner
+
+
+def _join(where: str, message: str) -> str:
+    """A validator's message may start with its own field ('levels_completed: ...'): one path."""
+    if not where:
+        return message
+    head = _FIELD_HEAD.match(message)
+    if head is None:
+        return f"{where}: {message}"
+    first = re.split(r"[.\[]", head.group(), maxsplit=1)[0]
+    if where.rsplit(".", 1)[-1] == first:  # 'weights' + 'weights: ...' names it once
+        return where + message[len(first) :]
+    return f"{where}.{message}"
+
+
+def _shown(value: object) -> str:
+    """The offending value, short: never a whole structure, never a 20,000-digit number."""
+    if isinstance(value, dict | list):
+        return ""
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's str conversion limit
+        return " (got a number too large to show)"
+    return f" (got {text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + '...'})"
+
+
+def _describe(error: ErrorDetails, prefix: str) -> str:
     loc = tuple(error["loc"])
     kind = error["type"]
     if loc and loc[-1] == "[key]":
@@ -29,18 +73,19 @@ def _describe(error: ErrorDetails) -> str:
     elif kind == "missing":
         message = "missing required field"
     elif kind == "value_error":
-        # A model validator's message already names its field.
-        return str(error.get("ctx", {}).get("error", error["msg"]))
+        # A model validator's message may already name its field: joined, not repeated.
+        return _join(_where(prefix, loc), str(error.get("ctx", {}).get("error", error["msg"])))
     else:
-        got = error.get("input")
-        shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
-        message = f"{error['msg']}{shown}"
-    where = _location(loc)
+        message = f"{error['msg']}{_shown(error.get('input'))}"
+    where = _where(prefix, loc)
     return f"{where}: {message}" if where else message
 
 
 def describe_validation_error(exc: ValidationError, prefix: str = "") -> str:
-    """All problems on one line, each naming its field (prefix: where the value came from)."""
-    parts = [_describe(e) for e in exc.errors()]
-    text = "; ".join(dict.fromkeys(parts))
-    return f"{prefix}{text}".replace("\n", " ")
+    """All problems on one line (the first few), each naming its field; prefix: where the value
+    came from ('agents[0].')."""
+    errors = exc.errors()
+    parts = list(dict.fromkeys(_describe(e, prefix) for e in errors[:MAX_PROBLEMS]))
+    if len(errors) > MAX_PROBLEMS:
+        parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems")
+    return " ".join("; ".join(parts).split())

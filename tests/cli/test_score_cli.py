@@ -163,3 +163,29 @@ def test_demo_scores_every_rubric_example():
         "builtin scored 73/100",
     ):
         assert figure in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("workload", "text", "field"),
+    [
+        ("mario", '{"world": 1, "stage": 1, "completed": true, "max_x_pos": 1, "steps": 1e400}',
+         "steps"),
+        ("mario", json.dumps({**EPISODE, "steps": 10**400}), "steps"),
+        ("mario", json.dumps({**EPISODE, "max_x_pos": 10**22}), "max_x_pos"),
+        ("race", '{"weights": {"build": Infinity}, "agents": [{"name": "a", "build": 100}]}',
+         "weights.build"),
+        ("race", '{"weights": {"build": 1e308, "tests": 1e308}, '
+                 '"agents": [{"name": "a", "build": 100, "tests": 100}]}', "weights.build"),
+        ("race", '{"thresholds": {"auto_merge_minimum": 10, "fail_maximum": 50}, '
+                 '"agents": [{"name": "a", "build": 0}]}', "thresholds"),
+        ("alympics", json.dumps(json.loads((EXAMPLES / "alympics-example.json").read_text()))
+         .replace('"fairness": 80', '"fairness": NaN'), "games.public_goods.fairness"),
+    ],
+)  # fmt: skip
+def test_nonsense_numbers_exit_2_and_json_never_holds_nan(workload, text, field):
+    for extra in ((), ("--json",)):
+        result = arena("score", workload, "-", *extra, stdin=text)
+        assert result.returncode == 2, result.stdout
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("arena: error: ") and field in lines[0]

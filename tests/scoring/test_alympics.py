@@ -125,3 +125,10 @@ def test_composite_and_categories_stay_in_0_100(data):
     result = score_alympics(data)
     assert 0 <= result.composite_score <= 100 + 1e-9
     assert all(0 <= c.score <= 100 + 1e-9 for c in result.categories.values())
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 100.5, -1])
+def test_non_finite_or_out_of_range_values_are_refused_by_name(value: float):
+    games = {**EXAMPLE["games"], "auction": {**EXAMPLE["games"]["auction"], "fairness": value}}
+    with pytest.raises(ValidationError, match=r"games\.auction\.fairness"):
+        AlympicsInput.model_validate({**EXAMPLE, "games": games})

@@ -270,3 +270,61 @@ def test_shipped_examples_parse():
         data = json.loads(path.read_text())
         model = FullGameResult if data.get("full_game") else EpisodeResult
         model.model_validate(data, strict=True)
+
+
+# -- input bounds (docs/scoring.md, "Input bounds") ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_x_pos", 65_536),  # past the game's two-byte x
+        ("max_x_pos", 10**22),
+        ("steps", 1_000_001),
+        ("steps", 10**400),
+        ("frame_skip", 61),
+        ("time_remaining", 1_000),
+        ("coins", 100),
+        ("steps", float("inf")),
+        ("max_x_pos", float("nan")),
+        ("steps", 1.0),  # integers are integers
+    ],
+)
+def test_a_level_refuses_values_beyond_the_game_naming_the_field(field: str, value: object):
+    with pytest.raises(ValidationError, match=field):
+        episode(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("steps", 32_000_001), ("lives_lost", 10_001), ("max_x_pos", 65_536), ("frame_skip", 0)],
+)
+def test_a_full_game_refuses_values_beyond_the_game_naming_the_field(field: str, value: int):
+    fields = {"full_game": True, "world": 2, "stage": 1, "max_x_pos": 1, "steps": 1,
+              "levels_completed": 1}  # fmt: skip
+    with pytest.raises(ValidationError, match=field):
+        FullGameResult.model_validate({**fields, field: value})
+
+
+def test_the_largest_accepted_inputs_score_finite_modest_numbers():
+    top = episode(world=8, stage=4, completed=True, max_x_pos=65_535, steps=1_000_000, coins=99,
+                  time_remaining=999)  # fmt: skip
+    assert compute_arena_score(top) == 1_000_000 + 84_000 + 65_535 - 100_000 + 9_900 + 9_990
+    game = FullGameResult(full_game=True, world=8, stage=4, max_x_pos=65_535, steps=32_000_000,
+                          levels_completed=32, completed=True, lives_lost=10_000)  # fmt: skip
+    assert compute_arena_score(game) == 10_000_000 + 84_000 + 65_535 - 3_200_000
+
+
+# The whole accepted range, not only realistic values: the rubric's first promise still holds.
+any_x, any_steps = st.integers(0, 65_535), st.integers(0, 1_000_000)
+
+
+@given(worlds, stages, any_x, any_steps, coins, timer, worlds, stages, any_x, any_steps, coins,
+       timer)  # fmt: skip
+def test_completion_dominates_over_every_accepted_input(w1, s1, x1, n1, c1, t1, w2, s2, x2, n2,
+                                                        c2, t2):  # fmt: skip
+    won = EpisodeResult(world=w1, stage=s1, completed=True, max_x_pos=x1, steps=n1, coins=c1,
+                        time_remaining=t1)  # fmt: skip
+    lost = EpisodeResult(world=w2, stage=s2, completed=False, max_x_pos=x2, steps=n2, coins=c2,
+                         time_remaining=t2)  # fmt: skip
+    assert compute_arena_score(won) > compute_arena_score(lost)

@@ -228,3 +228,55 @@ def test_ties_share_a_rank_and_list_by_name():
         AgentScore(name="c", scores=DimensionScores(build=10), composite=10),
     ])  # fmt: skip
     assert [(r.rank, r.name) for r in ranked] == [(1, "a"), (1, "b"), (3, "c")]
+
+
+# -- nonsense weights, thresholds and scores are refused ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        {"build": float("inf")},
+        {"build": float("nan")},
+        {"tests": -1.0},
+        {"lint": 1e308},  # two of these would sum to infinity
+        {"speed": 5e-324},  # too small to multiply exactly
+    ],
+)
+def test_weights_must_be_finite_bounded_and_not_vanishing(weights: dict[str, float]):
+    (name,) = weights
+    with pytest.raises(ValueError, match=name):
+        RaceWeights(**weights)
+
+
+def test_thresholds_must_not_be_inverted_but_may_meet():
+    with pytest.raises(ValueError, match=r"auto_merge_minimum \(10\) is below fail_maximum"):
+        Thresholds(auto_merge_minimum=10, fail_maximum=50)
+    meeting = Thresholds(auto_merge_minimum=50, fail_maximum=50)
+    assert race_verdict(ranked_with(50.0), meeting) == Verdict.AUTO_MERGE
+    assert race_verdict(ranked_with(49.9), meeting) == Verdict.ALL_FAILED
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -0.1, 100.1])
+def test_scores_and_thresholds_stay_in_0_100(value: float):
+    with pytest.raises(ValueError, match="build"):
+        DimensionScores(build=value)
+    with pytest.raises(ValueError, match="auto_merge_minimum"):
+        Thresholds(auto_merge_minimum=value, fail_maximum=0)
+
+
+any_weight = st.one_of(st.just(0.0), st.floats(1e-6, 1_000_000))
+any_weights = (
+    st.fixed_dictionaries({d: any_weight for d in DIMENSIONS})
+    .filter(lambda w: any(w.values()))
+    .map(lambda w: RaceWeights(**w))
+)
+
+
+@given(partial_scores, any_weights)
+def test_composite_is_finite_and_in_range_for_every_accepted_weight(scores, weights):
+    try:
+        composite = calculate_composite(scores, weights)
+    except ValueError:  # every measured dimension weighs 0
+        return
+    assert 0 <= composite <= 100 + 1e-9
