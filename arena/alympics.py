@@ -15,6 +15,7 @@ from typing import Any
 from scoring.alympics import GAMES, AlympicsScore, CategoryScore, format_breakdown
 from scoring.alympics_benchmark import MatchMeasures, score_benchmark
 from tasks.execute import execute_batch
+from tasks.validation import InputError
 from tasks.workloads import validate_batch
 from tasks.workloads.alympics import matches_by_agent
 from tasks.workloads.base import UnitResult, ValidatedBatch
@@ -22,11 +23,17 @@ from tasks.workloads.base import UnitResult, ValidatedBatch
 __all__ = ["BenchmarkResult", "MatchMeasures", "benchmark_spec", "run_alympics", "score_benchmark"]
 
 
-def agent_spec(agent_name: str, timeout_s: float = 10.0) -> dict[str, Any]:
-    """`builtin`, `package.module:factory`, or an `http(s)://` endpoint."""
+def agent_spec(agent_name: str, timeout_s: float | None = None) -> dict[str, Any]:
+    """`builtin`, `package.module:factory`, or an `http(s)://` endpoint (`timeout_s`: its
+    per-move timeout; other agents are bounded by the unit's time limit)."""
     if re.match(r"^https?://", agent_name):
         host = re.sub(r"[^A-Za-z0-9._-]+", "-", agent_name.split("://", 1)[1]).strip("-")
-        return {"name": f"http-{host}"[:64], "url": agent_name, "timeout_s": timeout_s}
+        spec = {"name": f"http-{host}"[:64], "url": agent_name}
+        return spec | ({"timeout_s": timeout_s} if timeout_s is not None else {})
+    if timeout_s is not None:
+        raise InputError(
+            "--move-timeout: applies to HTTP agents; a Python agent is bounded by --unit-time-limit"
+        )
     if ":" in agent_name:
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", agent_name)[:64]
         return {"name": name, "entry_point": agent_name}
@@ -38,16 +45,23 @@ def benchmark_spec(
     episodes: int | None = None,
     seed: int = 0,
     suite: str = "alympics_lite",
+    move_timeout_s: float | None = None,
+    unit_time_limit_s: float | None = None,
 ) -> dict[str, Any]:
-    """The standard protocol (suite's episodes, seed 0) goes to the `alympics` board; any other
-    to a board of its own (`alympics-<protocol fingerprint>`), so protocols never mix."""
+    """The standard protocol (suite's episodes, seed 0, default unit time limit) goes to the
+    `alympics` board; any other to a board of its own (`alympics-<protocol fingerprint>`), so
+    protocols never mix."""
     standard = episodes is None and seed == 0 and suite == "alympics_lite"
+    standard = standard and unit_time_limit_s is None
+    protocol: dict[str, Any] = {"seed": seed}
+    if unit_time_limit_s is not None:
+        protocol["unit_time_limit_s"] = unit_time_limit_s
     return {
         "workload": "alympics",
         "leaderboard": "alympics" if standard else None,
-        "agents": [agent_spec(agent_name)],
+        "agents": [agent_spec(agent_name, move_timeout_s)],
         "items": list(GAMES),
-        "protocol": {"seed": seed},
+        "protocol": protocol,
         "params": {"suite": suite, "episodes": episodes},
     }
 

@@ -82,9 +82,9 @@ def cluster_settings(command: str) -> ArenaSettings:
 @click.option("--run-id", help="A label to find this run again (arena status LABEL).")
 def submit_command(spec: str, fresh: bool, run_id: str | None) -> None:
     """Queue a batch on the cluster; prints the batch id."""
+    settings = cluster_settings("submit")  # before Celery is imported: bad settings are 1 line
     from tasks.submit import submit
 
-    settings = cluster_settings("submit")
     check_run_id(run_id)
     batch = cluster_cmd.load_batch(spec)
     sub = submit(cluster_cmd.connect(settings), batch, fresh,

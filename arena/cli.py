@@ -10,10 +10,11 @@ import tempfile
 from pathlib import Path
 
 import click
+import redis
 
 from arena.batch_cmds import COMMANDS, cluster_settings
 from arena.embedded import DataDirInUse
-from arena.errors import InputError
+from arena.errors import InputError, RunFailed
 from arena.game_cmd import benchmark_command
 from arena.inputs import read_json
 from arena.score_cmd import SCORERS, score
@@ -132,6 +133,12 @@ def main(argv: list[str] | None = None) -> None:
         message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
         click.echo(f"arena: error: {' '.join(message.split())}", err=True)
         sys.exit(2)
+    except RunFailed as exc:
+        click.echo(f"arena: {' '.join(str(exc).split())}", err=True)
+        sys.exit(1)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        click.echo(f"arena: lost Redis: {' '.join(str(exc).split())}", err=True)
+        sys.exit(1)
     except click.exceptions.Abort:
         click.echo("arena: aborted", err=True)
         sys.exit(130)

@@ -20,10 +20,11 @@ from rich.table import Table
 from arena.embedded import embedded_cluster, embedded_redis, forget_broker_state
 from arena.report import Report, report_from_store, write_logs
 from arena.tables import leaderboard_view
+from tasks.liveness import waiting_on_lost_workers
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import load_spec_file
 from tasks.store import FINISHED, BatchInfo, Store
-from tasks.validation import InputError
+from tasks.validation import InputError, RunFailed
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import UnitResult, ValidatedBatch
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from tasks.submit import Submission
 
 console = Console()
+err_console = Console(stderr=True)
 POLL_S = 0.2
 
 
@@ -52,7 +54,7 @@ def connect(settings: ArenaSettings) -> Store:
     from tasks.app import configure, store
 
     configure(settings)
-    db = store(settings)
+    db = store(settings, retry_s=0)
     try:
         db.r.ping()
     except (redis.ConnectionError, OSError) as exc:
@@ -70,23 +72,69 @@ def open_store(settings: ArenaSettings) -> Iterator[Store]:
         yield connect(settings.model_copy(update={"redis_url": url}))
 
 
-def wait(db: Store, batch_id: str, total: int, show: bool = True) -> BatchInfo:
-    """Poll until the batch finishes, with a progress bar."""
+def wait(
+    db: Store, batch_id: str, total: int, show: bool = True, settings: ArenaSettings | None = None
+) -> BatchInfo:
+    """Poll until the batch finishes, with a progress bar. A lost Redis is waited for (one line
+    says so) up to ARENA_REDIS_RETRY_S; a batch whose keys vanish ends the wait (RunFailed)."""
+    settings = settings or load_settings()
     columns = (
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("units"), TimeElapsedColumn(),
     )  # fmt: skip
+    outage = Outage(settings.redis_retry_s, batch_id)
     with Progress(*columns, console=console, disable=not show, transient=False) as bar:
         task = bar.add_task(f"batch {batch_id}", total=total)
         while True:
-            done, status = db.progress(batch_id)
-            bar.update(task, completed=done)
+            try:
+                done, status = db.progress(batch_id)
+                note = waiting_on_lost_workers(db, batch_id, settings.lost_worker_s)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                outage.lost(exc, err_console)
+                continue
+            outage.back(err_console)
+            if status is None:
+                raise RunFailed(
+                    f"batch {batch_id} vanished from Redis (its keys were deleted or flushed)"
+                )
+            description = f"batch {batch_id}" + (f" — {note}" if note else "")
+            bar.update(task, completed=done, description=description)
             if status in FINISHED:
                 break
             time.sleep(POLL_S)
     info = db.batch(batch_id)
-    assert info is not None
+    if info is None:
+        raise RunFailed(f"batch {batch_id} vanished from Redis (its keys were deleted or flushed)")
     return info
+
+
+class Outage:
+    """A client's view of a Redis outage: one line when it starts, one when it ends, and a
+    clear failure when it lasts too long."""
+
+    def __init__(self, limit_s: float, batch_id: str) -> None:
+        self.limit_s, self.batch_id = limit_s, batch_id
+        self.since: float | None = None
+
+    def lost(self, exc: Exception, out: Console | None) -> None:
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            if out:
+                out.print(f"lost Redis ({' '.join(str(exc).split())}); reconnecting for up to "
+                          f"{self.limit_s:g}s", soft_wrap=True, highlight=False)  # fmt: skip
+        if now - self.since > self.limit_s:
+            raise RunFailed(
+                f"lost Redis for over {self.limit_s:g}s ({' '.join(str(exc).split())}); the "
+                f"batch goes on where Redis is: arena status {self.batch_id}"
+            )
+        time.sleep(1.0)
+
+    def back(self, out: Console | None) -> None:
+        if self.since is not None and out:
+            out.print(f"Redis is back after {time.monotonic() - self.since:.0f}s",
+                      highlight=False)  # fmt: skip
+        self.since = None
 
 
 def leaderboard_table(db: Store, name: str) -> tuple[Table, list[dict[str, Any]]]:
@@ -128,6 +176,10 @@ def report(db: Store, info: BatchInfo, show: bool = True) -> None:
         f"{info.errors} errors" + (f" ({info.reason})" if info.reason else ""),
         soft_wrap=True, highlight=False,
     )  # fmt: skip
+    if info.status == "running":
+        note = waiting_on_lost_workers(db, info.id, load_settings().lost_worker_s)
+        if note:
+            console.print(note, soft_wrap=True, highlight=False)
     if info.status == "done":
         table, _ = leaderboard_table(db, info.leaderboard)
         console.print(table)
@@ -182,7 +234,7 @@ def _submit_and_wait(
         console.print(
             f"resuming: {sub.reused} of {sub.total} unit results already stored", soft_wrap=True
         )
-    info = wait(db, sub.batch_id, sub.total, show=not quiet)
+    info = wait(db, sub.batch_id, sub.total, show=not quiet, settings=settings)
     report(db, info, show=not quiet)
     stored = db.unit_results(sub.batch_id)
     units = get_workload(batch.spec.workload).expand(batch)

@@ -1,5 +1,5 @@
 """User-facing errors (kept in tasks/validation.py so every layer can raise them)."""
 
-from tasks.validation import InputError, describe_validation_error
+from tasks.validation import InputError, RunFailed, describe_validation_error
 
-__all__ = ["InputError", "describe_validation_error"]
+__all__ = ["InputError", "RunFailed", "describe_validation_error"]

@@ -52,6 +52,11 @@ def _verbose_lines(result: BenchmarkResult) -> list[str]:
 @click.option("--episodes", type=click.IntRange(min=1, max=100_000),
               help="Override every game's episodes.")  # fmt: skip
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True)
+@click.option("--move-timeout", type=click.FloatRange(min=0, max=600, min_open=True),
+              help="Seconds an HTTP agent has per move (default 10).")  # fmt: skip
+@click.option("--unit-time-limit", type=click.FloatRange(min=0, max=86400, min_open=True),
+              help="Seconds per match set, whatever the agent does (default 600; another "
+                   "value is another protocol, on its own board).")  # fmt: skip
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--output-file", type=click.Path(path_type=Path),
               help="Write the --output text or JSON here instead of stdout.")  # fmt: skip
@@ -65,7 +70,8 @@ def _verbose_lines(result: BenchmarkResult) -> list[str]:
 @click.option("--workers", type=click.IntRange(min=1, max=1024),
               help="Embedded workers (with --cluster).")  # fmt: skip
 def benchmark_command(
-    agent_name: str, episodes: int | None, seed: int, output: str, output_file: Path | None,
+    agent_name: str, episodes: int | None, seed: int, move_timeout: float | None,
+    unit_time_limit: float | None, output: str, output_file: Path | None,
     output_path: Path | None, run_id: str | None, verbose: bool, cluster: bool,
     workers: int | None,
 ) -> None:  # fmt: skip
@@ -76,7 +82,10 @@ def benchmark_command(
     if output_file:
         check_output_file(output_file, "--output-file")
     report_target = check_output_path(output_path) if output_path else None
-    batch = validate_batch(benchmark_spec(agent_name, episodes, seed))
+    spec = benchmark_spec(
+        agent_name, episodes, seed, move_timeout_s=move_timeout, unit_time_limit_s=unit_time_limit
+    )
+    batch = validate_batch(spec)
     if cluster:
         finished = cluster_cmd.run_batch(batch, False, workers, quiet=True, run_id=run_id)
         results, report = finished.results, finished.report

@@ -57,7 +57,7 @@ def in_process(units: int) -> Row:
     expanded = workload.expand(batch)
     started = time.perf_counter()
     for unit in expanded:
-        result = execute_unit(workload, unit)
+        result = execute_unit(workload, unit).result
         assert result.status == "ok", result.reason
     return Row("in-process", len(expanded), time.perf_counter() - started)
 

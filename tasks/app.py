@@ -8,12 +8,17 @@ from functools import cache
 import redis
 from celery import Celery
 from kombu.entity import Exchange, Queue
+from pydantic import ValidationError
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from tasks.settings import ArenaSettings, celery_url
 from tasks.store import Store
 
 app = Celery("arena", include=["tasks.units"])
 QUEUES = ("cpu", "gpu")
+# Backoff of a worker's Redis calls during an outage: 50 ms doubling up to 2 s between tries.
+RETRY_BASE_S, RETRY_CAP_S = 0.05, 2.0
 
 
 def configure(settings: ArenaSettings) -> Celery:
@@ -43,6 +48,12 @@ def configure(settings: ArenaSettings) -> Celery:
         result_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
+        # A Redis outage or restart: workers reconnect for as long as it takes, and results,
+        # chord counters and unit results are written once Redis is back (retried, not lost).
+        broker_connection_max_retries=None,
+        result_backend_always_retry=True,
+        result_backend_max_retries=max(1, int(settings.redis_retry_s / RETRY_CAP_S)),
+        result_backend_max_sleep_between_retries_ms=int(RETRY_CAP_S * 1000),
         worker_hijack_root_logger=False,
         worker_cancel_long_running_tasks_on_connection_loss=False,
     )
@@ -50,17 +61,37 @@ def configure(settings: ArenaSettings) -> Celery:
 
 
 @cache
-def _store(pid: int, url: str, prefix: str) -> Store:
-    return Store(redis.Redis.from_url(url, decode_responses=True), prefix)
+def _store(pid: int, url: str, prefix: str, retry_s: float) -> Store:
+    retries = int(retry_s / RETRY_CAP_S) + 6 if retry_s > 0 else 0
+    client = redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        retry=Retry(ExponentialBackoff(cap=RETRY_CAP_S, base=RETRY_BASE_S), retries),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    )
+    return Store(client, prefix)
 
 
-def store(settings: ArenaSettings | None = None) -> Store:
-    """A Store for this process (one connection pool per process: workers fork)."""
+def store(settings: ArenaSettings | None = None, retry_s: float | None = None) -> Store:
+    """A Store for this process (one connection pool per process: workers fork). Its calls
+    retry through a Redis outage for `retry_s` (default ARENA_REDIS_RETRY_S; the CLI passes 0
+    and says what it is waiting for itself)."""
     settings = settings or ArenaSettings()
     if not settings.redis_url:
         raise ValueError("ARENA_REDIS_URL is not set")
-    return _store(os.getpid(), settings.redis_url, settings.key_prefix)
+    wait = settings.redis_retry_s if retry_s is None else retry_s
+    return _store(os.getpid(), settings.redis_url, settings.key_prefix, wait)
 
 
-if ArenaSettings().redis_url:  # workers started with `celery -A tasks.app` configure here
-    configure(ArenaSettings())
+def _configure_from_environment() -> None:
+    """Workers started with `celery -A tasks.app` are configured here. Bad settings are left to
+    the caller (`arena` reports them in one line via load_settings; a worker then refuses)."""
+    try:
+        settings = ArenaSettings()
+    except ValidationError:
+        return
+    if settings.redis_url:
+        configure(settings)
+
+
+_configure_from_environment()

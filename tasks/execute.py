@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import resource
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -13,12 +15,21 @@ from typing import Any
 
 from tasks.capture import captured_output
 from tasks.provenance import host_name, utc_iso
-from tasks.workloads.base import Unit, UnitResult, ValidatedBatch, Workload
+from tasks.workloads.base import ErrorKind, Unit, UnitResult, ValidatedBatch, Workload
+from workers.agents import AgentChanged
 from workers.fingerprint import engine_fingerprint
 
+EXIT_ABANDONED = 70  # a worker process ended because its agent ignored the deadline
 
-class UnitTimeout(Exception):
-    pass
+
+class UnitTimeout(BaseException):
+    """A BaseException: agent code that catches Exception (a game loop counting faults, an agent's
+    own `except Exception`) cannot swallow the unit's deadline."""
+
+
+class InfrastructureError(RuntimeError):
+    """Not the agent's doing (a lost worker, another Arena engine on the worker): the unit never
+    enters a score, a resume runs it again (UnitResult.error_kind == "infrastructure")."""
 
 
 class _Shutdown:
@@ -41,9 +52,24 @@ def watch_for_shutdown() -> None:
     signal.signal(signal.SIGTERM, on_term)
 
 
+def limit_memory(megabytes: int) -> None:
+    """Cap this process's address space (ARENA_UNIT_MEMORY_MB): an agent that eats memory gets
+    a MemoryError, an agent error, instead of the kernel's OOM killer taking the worker."""
+    if megabytes > 0:
+        limit = megabytes * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+# Re-fires (one a second) an agent may swallow before its process is given up, when the caller
+# can record the unit's result first (a worker: the chunk's other units then run elsewhere).
+ABANDON_AFTER_FIRES = 5
+
+
 @contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Raise UnitTimeout in the running code after `seconds` (main thread on Unix only).
+def deadline(seconds: float, abandon: Callable[[], None] | None = None) -> Iterator[None]:
+    """Raise UnitTimeout in the running code after `seconds`, and again every second after that
+    (main thread on Unix only). Code that swallows them all: with `abandon`, that is called
+    (to store the unit's error result) and the process ends — the worker replaces it.
 
     Celery's own time limits act per task (a chunk of units); this one acts per unit.
     """
@@ -52,12 +78,19 @@ def deadline(seconds: float) -> Iterator[None]:
     ):
         yield
         return
+    fires = 0
 
     def expire(signum: int, frame: FrameType | None) -> None:
+        nonlocal fires
+        fires += 1
+        if abandon is not None and fires > ABANDON_AFTER_FIRES:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            abandon()
+            os._exit(EXIT_ABANDONED)
         raise UnitTimeout(f"time limit of {seconds:g}s exceeded")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
     try:
         yield
     finally:
@@ -76,11 +109,15 @@ def unit_result(unit: Unit, duration_s: float = 0.0, **fields: Any) -> UnitResul
     )
 
 
-def error_result(unit: Unit, reason: str, duration_s: float = 0.0, **fields: Any) -> UnitResult:
-    return unit_result(unit, duration_s, status="error", reason=reason[:500], **fields)
+def error_result(
+    unit: Unit, reason: str, duration_s: float = 0.0, kind: ErrorKind = "agent", **fields: Any
+) -> UnitResult:
+    return unit_result(
+        unit, duration_s, status="error", reason=reason[:500], error_kind=kind, **fields
+    )
 
 
-class EngineMismatch(RuntimeError):
+class EngineMismatch(InfrastructureError):
     pass
 
 
@@ -99,25 +136,45 @@ class UnitRun:
     log: str  # everything the unit printed (capped at tasks.capture.MAX_LOG_BYTES)
 
 
-def execute_unit(workload: Workload, unit: Unit) -> UnitRun:
+def execute_unit(
+    workload: Workload, unit: Unit, record: Callable[[UnitRun], None] | None = None
+) -> UnitRun:
+    """Run one unit; whatever it does, a result comes back. `record` (a worker's way to store a
+    result) lets a unit that ignores its deadline be abandoned with its error recorded."""
     started_at, started = utc_iso(), time.perf_counter()
     fields: dict[str, Any]
     with captured_output() as output:
+
+        def abandon() -> None:
+            reason = (
+                f"time limit of {unit.time_limit_s:g}s exceeded; the agent ignored it, so its "
+                "worker process was ended"
+            )
+            if record is not None:
+                record(UnitRun(error_result(unit, reason, time.perf_counter() - started), ""))
+
         try:
             _check_engine(unit)
-            with deadline(unit.time_limit_s):
+            with deadline(unit.time_limit_s, abandon if record else None):
                 raw = workload.run_unit(unit)
             fields = {"status": "ok", "result": raw}
-        except (Exception, SystemExit) as exc:  # agent code may raise anything, even SystemExit
+        except (Exception, SystemExit, UnitTimeout) as exc:  # agent code may raise anything
             if isinstance(exc, SystemExit) and _Shutdown.requested:
                 raise  # the worker is stopping: the unit is redelivered, not failed
-            reason = str(exc) if isinstance(exc, UnitTimeout) else f"{type(exc).__name__}: {exc}"
-            fields = {"status": "error", "reason": reason[:500]}
+            fields = {"status": "error", "reason": describe(exc)[:500], "error_kind": kind_of(exc)}
     result = unit_result(
         unit, time.perf_counter() - started, **fields, host=host_name(), started_at=started_at,
         finished_at=utc_iso(), log_tail=output.tail,
     )  # fmt: skip
     return UnitRun(result, output.text)
+
+
+def describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, UnitTimeout) else f"{type(exc).__name__}: {exc}"
+
+
+def kind_of(exc: BaseException) -> ErrorKind:
+    return "infrastructure" if isinstance(exc, InfrastructureError | AgentChanged) else "agent"
 
 
 def execute_batch(batch: ValidatedBatch, logs: dict[str, str] | None = None) -> list[UnitResult]:

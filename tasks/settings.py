@@ -32,6 +32,15 @@ class ArenaSettings(BaseSettings):
     result_expires_s: float = Field(7 * 24 * 3600.0, gt=0, allow_inf_nan=False)
     # A chunk redelivered this many times (its worker died each time) becomes error results.
     max_deliveries: int = Field(3, ge=1)
+    # A worker process beats this often while it runs a chunk; a chunk silent for lost_worker_s
+    # is given to another worker (its worker died) without waiting for the visibility timeout.
+    heartbeat_s: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False)
+    lost_worker_s: float = Field(30.0, gt=0, le=24 * 3600, allow_inf_nan=False)
+    # How long a worker keeps retrying Redis (an outage, a restart) before a task gives up.
+    redis_retry_s: float = Field(300.0, ge=0, le=24 * 3600, allow_inf_nan=False)
+    # Address-space limit of each worker process, in MiB (an agent that eats memory gets a
+    # MemoryError instead of taking the machine down). 0: no limit.
+    unit_memory_mb: int = Field(0, ge=0, le=1 << 24)
 
     @field_validator("redis_url")
     @classmethod

@@ -15,8 +15,10 @@ from tasks.provenance import Provenance
 from tasks.validation import InputError
 from tasks.workloads.base import LeaderboardEntry, Reduction, UnitResult
 
-BatchStatus = Literal["running", "done", "failed", "cancelled"]
-FINISHED: tuple[BatchStatus, ...] = ("done", "failed", "cancelled")
+# incomplete: every unit ran, but some could not be run for infrastructure reasons (lost
+# worker, lost unit): no score is written, and resubmitting retries those units.
+BatchStatus = Literal["running", "done", "incomplete", "failed", "cancelled"]
+FINISHED: tuple[BatchStatus, ...] = ("done", "incomplete", "failed", "cancelled")
 
 
 class BatchInfo(BaseModel):
@@ -28,7 +30,8 @@ class BatchInfo(BaseModel):
     status: BatchStatus
     total: int
     completed: int = 0
-    errors: int = 0
+    errors: int = 0  # of which infrastructure_errors are not the agents' doing
+    infrastructure_errors: int = 0
     created_at: float
     finished_at: float | None = None
     reason: str | None = None
@@ -67,11 +70,17 @@ class Store:
     def k_errors(self, batch_id: str) -> str:
         return f"{self.p}batch:{batch_id}:errors"
 
-    def k_deliveries(self, batch_id: str) -> str:
-        return f"{self.p}batch:{batch_id}:deliveries"
+    def k_attempts(self, batch_id: str) -> str:
+        return f"{self.p}batch:{batch_id}:attempts"
 
     def k_logs(self, batch_id: str) -> str:
         return f"{self.p}batch:{batch_id}:logs"
+
+    def k_infra(self, batch_id: str) -> str:
+        return f"{self.p}batch:{batch_id}:infra"
+
+    def k_running(self) -> str:
+        return f"{self.p}running"
 
     def k_lb(self, name: str) -> str:
         return f"{self.p}lb:{name}"
@@ -109,14 +118,15 @@ class Store:
             )  # fmt: skip
             if provenance.run_id:
                 pipe.hset(self.k_batch(batch_id), "run_id", provenance.run_id)
-            pipe.delete(self.k_deliveries(batch_id))
+            pipe.delete(self.k_attempts(batch_id), f"{self.k_batch(batch_id)}:reducer")
             pipe.zadd(f"{self.p}batches", {batch_id: now})
+            pipe.sadd(self.k_running(), batch_id)
             pipe.execute()
 
     def forget_results(self, batch_id: str) -> None:
         self.r.delete(
-            self.k_units(batch_id), self.k_errors(batch_id), self.k_deliveries(batch_id),
-            self.k_logs(batch_id),
+            self.k_units(batch_id), self.k_errors(batch_id), self.k_attempts(batch_id),
+            self.k_logs(batch_id), self.k_infra(batch_id),
         )  # fmt: skip
 
     def label_run(self, run_id: str, batch_id: str) -> None:
@@ -145,6 +155,7 @@ class Store:
         data = dict(raw)
         data["completed"] = self.r.hlen(self.k_units(batch_id))
         data["errors"] = self.r.scard(self.k_errors(batch_id))
+        data["infrastructure_errors"] = self.r.scard(self.k_infra(batch_id))
         for key in ("spec", "summary", "identity", "provenance", "entries"):
             if key in data:
                 data[key] = json.loads(data[key])
@@ -173,14 +184,37 @@ class Store:
         self.r.hset(self.k_batch(batch_id), mapping=mapping)
 
     # -- units ----------------------------------------------------------------------------
-    def count_delivery(self, batch_id: str, chunk_id: str) -> int:
-        return int(self.r.hincrby(self.k_deliveries(batch_id), chunk_id, 1))
+    def count_attempt(self, batch_id: str, unit_id: str) -> int:
+        """How many times a worker has started this unit (one more now): a unit whose worker
+        dies under it every time is given up after ARENA_MAX_DELIVERIES."""
+        return int(self.r.hincrby(self.k_attempts(batch_id), unit_id, 1))
 
-    def stored_unit_ids(self, batch_id: str, unit_ids: Sequence[str] | None = None) -> set[str]:
+    def reset_attempts(self, batch_id: str, unit_ids: Sequence[str]) -> None:
+        """A resubmission gives retried units a fresh count of attempts."""
+        if unit_ids:
+            self.r.hdel(self.k_attempts(batch_id), *unit_ids)
+
+    def stored_unit_ids(
+        self, batch_id: str, unit_ids: Sequence[str] | None = None, with_infra: bool = False
+    ) -> set[str]:
+        """Units with a result that stands: an infrastructure error does not (a resubmission
+        retries it), unless `with_infra` (a redelivered chunk does not redo it)."""
+        if with_infra and unit_ids is not None:
+            present = self.r.hmget(self.k_units(batch_id), list(unit_ids)) if unit_ids else []
+            return {u for u, v in zip(unit_ids, present, strict=True) if v is not None}
         if unit_ids is None:
-            return set(self.r.hkeys(self.k_units(batch_id)))
-        present = self.r.hmget(self.k_units(batch_id), list(unit_ids)) if unit_ids else []
-        return {uid for uid, v in zip(unit_ids, present, strict=True) if v is not None}
+            with self.r.pipeline() as pipe:
+                pipe.hkeys(self.k_units(batch_id))
+                pipe.smembers(self.k_infra(batch_id))
+                stored, infra = pipe.execute()
+            return set(stored) - set(infra)
+        if not unit_ids:
+            return set()
+        with self.r.pipeline() as pipe:
+            pipe.hmget(self.k_units(batch_id), list(unit_ids))
+            pipe.smembers(self.k_infra(batch_id))
+            present, infra = pipe.execute()
+        return {u for u, v in zip(unit_ids, present, strict=True) if v is not None} - set(infra)
 
     def save_unit(self, batch_id: str, result: UnitResult, log: str = "") -> None:
         # Keyed by unit id: a redelivered unit overwrites its own result, never adds one; the
@@ -195,6 +229,10 @@ class Store:
                 pipe.sadd(self.k_errors(batch_id), result.unit_id)
             else:
                 pipe.srem(self.k_errors(batch_id), result.unit_id)
+            if result.error_kind == "infrastructure":
+                pipe.sadd(self.k_infra(batch_id), result.unit_id)
+            else:
+                pipe.srem(self.k_infra(batch_id), result.unit_id)
             pipe.execute()
 
     def unit_results(self, batch_id: str) -> dict[str, UnitResult]:
@@ -211,6 +249,28 @@ class Store:
     def leaderboard_protocol(self, name: str) -> str | None:
         value: str | None = self.r.get(f"{self.k_lb(name)}:protocol")
         return value
+
+    def claim_leaderboard(self, name: str, protocol: str) -> str:
+        """The board's protocol, set to `protocol` if the board has none yet — atomically, so two
+        specs submitted back to back cannot both claim an empty board."""
+        key = f"{self.k_lb(name)}:protocol"
+        self.r.set(key, protocol, nx=True)
+        return str(self.r.get(key))
+
+    def claim_reducer(self, batch_id: str, ttl_s: float) -> bool:
+        """One reducer at a time per batch (the chord and the last chunk may both start one)."""
+        return bool(self.r.set(f"{self.k_batch(batch_id)}:reducer", "1", nx=True,
+                               px=int(ttl_s * 1000)))  # fmt: skip
+
+    def release_reducer(self, batch_id: str) -> None:
+        self.r.delete(f"{self.k_batch(batch_id)}:reducer")
+
+    def all_stored(self, batch_id: str) -> bool:
+        with self.r.pipeline() as pipe:
+            pipe.hlen(self.k_units(batch_id))
+            pipe.hget(self.k_batch(batch_id), "total")
+            stored, total = pipe.execute()
+        return total is not None and int(stored) >= int(total)
 
     def finish_batch(
         self,

@@ -8,6 +8,7 @@ from typing import Literal
 from celery import chord
 from pydantic import BaseModel
 
+from tasks import liveness
 from tasks.app import app
 from tasks.provenance import provenance_of
 from tasks.store import Store
@@ -33,10 +34,17 @@ def chunked(units: list[Unit], size: int) -> list[list[Unit]]:
     return [q[i : i + size] for q in by_queue.values() for i in range(0, len(q), size)]
 
 
-def check_leaderboard(store: Store, batch: ValidatedBatch) -> str:
+def check_leaderboard(store: Store, batch: ValidatedBatch, claim: bool = False) -> str:
+    """The board's name; refused when it holds another protocol. With `claim`, an empty board
+    is claimed for this protocol at once (atomically), so two specs submitted back to back
+    cannot both pass the check."""
     name = batch.leaderboard_name()
-    existing = store.leaderboard_protocol(name)
-    if existing is not None and existing != batch.protocol_fingerprint:
+    fingerprint = batch.protocol_fingerprint
+    if claim:
+        existing: str | None = store.claim_leaderboard(name, fingerprint)
+    else:
+        existing = store.leaderboard_protocol(name)
+    if existing is not None and existing != fingerprint:
         raise InputError(
             f"leaderboard: {name!r} holds results of a different protocol (items, protocol or "
             "params differ); name another leaderboard"
@@ -68,11 +76,20 @@ def submit(
             f"visibility timeout ({visibility_timeout_s:g}s, ARENA_VISIBILITY_TIMEOUT_S)"
         )
     info = store.batch(batch_id)
+    running = info is not None and info.status == "running" and not resume_running
+    if fresh and running:
+        raise InputError(
+            f"--fresh: batch {batch_id} is running; cancel it first (arena cancel {batch_id}) "
+            "or wait for it"
+        )
+    check_leaderboard(store, batch, claim=True)  # every refusal above comes first
     if run_id:
         store.label_run(run_id, batch_id)
+    if resume_running and info is not None and info.status == "running":
+        liveness.forget_chunks(store, batch_id)  # the interrupted run's workers are gone
     if fresh:
         store.forget_results(batch_id)
-    elif info is not None and info.status == "running" and not resume_running:
+    elif running and info is not None:
         return Submission(
             batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=info.completed,
             enqueued=0, state="already-running",
@@ -92,6 +109,7 @@ def submit(
     )  # fmt: skip
     state: Literal["enqueued", "reducing"] = "enqueued" if missing else "reducing"
     if missing:
+        store.reset_attempts(batch_id, [u.id for u in missing])
         _fan_out(batch_id, missing, workload.chunk_size)
     else:
         reduce_batch.delay(batch_id)

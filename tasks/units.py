@@ -4,24 +4,34 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from typing import Any
 
 from celery import Task
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from celery.utils.log import get_task_logger
 
-from tasks import metrics
+from tasks import liveness, metrics
 from tasks.app import app, store
-from tasks.execute import error_result, execute_unit, watch_for_shutdown
+from tasks.execute import (
+    UnitRun,
+    error_result,
+    execute_unit,
+    limit_memory,
+    watch_for_shutdown,
+)
 from tasks.provenance import finished_provenance
 from tasks.settings import ArenaSettings
+from tasks.store import BatchInfo, Store
 from tasks.workloads import get_workload, validate_batch
-from tasks.workloads.base import Unit
+from tasks.workloads.base import Unit, UnitResult
 
 log = get_task_logger(__name__)
 # The reducer waits for missing unit results while they keep arriving; once none has arrived for
 # this long past a unit's time limit, the missing ones are recorded as lost (error results).
 STALL_GRACE_S, REDUCE_POLL_S = 60.0, 2.0
+# How long a reducer may hold a batch before another may take it (it takes seconds).
+REDUCER_CLAIM_S = 600.0
 
 
 def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
@@ -33,6 +43,7 @@ def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
 @worker_process_init.connect
 def _on_worker_process_init(**_: Any) -> None:
     watch_for_shutdown()
+    limit_memory(ArenaSettings().unit_memory_mb)
 
 
 @worker_process_shutdown.connect
@@ -43,44 +54,85 @@ def _on_worker_process_shutdown(pid: int | None = None, **_: Any) -> None:
 
 @app.task(name="arena.run_chunk", acks_late=True, reject_on_worker_lost=True)
 def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
-    """Run the chunk's units that have no stored result yet; each result is stored as it lands."""
+    """Run the chunk's units that have no stored result yet; each result is stored as it lands
+    (retried through a Redis outage: the message is acknowledged only after). The last chunk
+    of a batch to finish starts the reducer, whatever happened to the chord."""
     settings = ArenaSettings()
     db = store(settings)
-    if db.status(batch_id) == "cancelled":
+    if db.status(batch_id) in (None, "cancelled"):
         return 0
-    deliveries = db.count_delivery(batch_id, chunk_id)
     parsed = [Unit.model_validate(u) for u in units]
-    done = db.stored_unit_ids(batch_id, [u.id for u in parsed])
-    workload = get_workload(parsed[0].workload) if parsed else None
-    for unit in parsed:
-        if unit.id in done or workload is None:
-            continue
-        if db.status(batch_id) == "cancelled":
-            break
-        if deliveries > settings.max_deliveries:
-            # The worker died every time it ran this chunk: give up on it, not on the batch.
-            result = error_result(unit, f"worker lost {deliveries - 1} times running this unit")
-            log = ""
-        else:
-            run = execute_unit(workload, unit)
-            result, log = run.result, run.log
-        db.save_unit(batch_id, result, log)
-        metrics.UNITS.labels(unit.workload, unit.queue, result.status).inc()
-        metrics.UNIT_SECONDS.labels(unit.workload).observe(result.duration_s)
+    done = db.stored_unit_ids(batch_id, [u.id for u in parsed], with_infra=True)
+    todo = [u for u in parsed if u.id not in done]
+    refusal = _refusal(parsed, settings)
+    queue = parsed[0].queue if parsed else "cpu"
+    ids = [u.id for u in parsed]
+    with liveness.heartbeat(db, batch_id, chunk_id, ids, queue, settings.heartbeat_s):
+        for unit in todo:
+            if db.status(batch_id) == "cancelled":
+                break
+            run = _run_or_refuse(db, batch_id, unit, refusal, settings.max_deliveries)
+            db.save_unit(batch_id, run.result, run.log)
+            metrics.UNITS.labels(unit.workload, unit.queue, run.result.status).inc()
+            metrics.UNIT_SECONDS.labels(unit.workload).observe(run.result.duration_s)
+    if db.all_stored(batch_id):
+        reduce_batch.delay(batch_id)
     return len(parsed)
+
+
+def _record(db: Store, batch_id: str, run: UnitRun) -> None:
+    db.save_unit(batch_id, run.result, run.log)
+
+
+def _run_or_refuse(
+    db: Store, batch_id: str, unit: Unit, refusal: str | None, max_attempts: int
+) -> UnitRun:
+    if refusal:
+        return UnitRun(error_result(unit, refusal, kind="infrastructure"), "")
+    attempts = db.count_attempt(batch_id, unit.id)
+    if attempts > max_attempts:
+        # Its worker died every time it ran this unit: give up on the unit, not on the batch.
+        reason = (
+            f"worker lost {attempts - 1} times running this unit (an agent that crashes or "
+            "exhausts its worker does this too: see arena logs)"
+        )
+        return UnitRun(error_result(unit, reason, kind="infrastructure"), "")
+    return execute_unit(get_workload(unit.workload), unit, partial(_record, db, batch_id))
+
+
+def _refusal(units: list[Unit], settings: ArenaSettings) -> str | None:
+    """Why this worker must not run the chunk at all (infrastructure, never the agent's)."""
+    hard = chunk_time_limits(units)[1] if units else 0.0
+    if hard >= settings.visibility_timeout_s:
+        return (
+            f"this worker's visibility timeout ({settings.visibility_timeout_s:g}s, "
+            f"ARENA_VISIBILITY_TIMEOUT_S) is below the chunk's time limit ({hard:g}s): the broker "
+            "would hand the running chunk to another worker"
+        )
+    return None
 
 
 @app.task(name="arena.reduce_batch", bind=True, acks_late=True, max_retries=None)
 def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float = 0.0) -> str:
-    """Chord callback: scores from every stored unit result, leaderboard update, done mark."""
+    """Scores from every stored unit result, leaderboard update, done mark — or `incomplete`
+    when infrastructure kept units from running. One reducer at a time per batch."""
     db = store()
     info = db.batch(batch_id)
-    if info is None or info.status in ("done", "cancelled"):
+    if info is None or info.status != "running":
         return info.status if info else "unknown"
+    if not db.claim_reducer(batch_id, REDUCER_CLAIM_S):
+        return "busy"  # another reducer holds the batch
+    try:
+        return _reduce(self, db, info, seen, stalled_since)
+    finally:
+        db.release_reducer(batch_id)
+
+
+def _reduce(self: Task, db: Store, info: BatchInfo, seen: int, stalled_since: float) -> str:
     batch = validate_batch(info.spec, identity=info.identity)
     workload = get_workload(batch.spec.workload)
     units = workload.expand(batch)
-    results = db.unit_results(batch_id)
+    results = db.unit_results(info.id)
     missing = [u for u in units if u.id not in results]
     if missing:
         # Early (a duplicate delivery, or a chunk that failed outright): wait while results
@@ -90,20 +142,25 @@ def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float
             seen, stalled_since = len(results), now
         if now - stalled_since < batch.spec.protocol.unit_time_limit_s + STALL_GRACE_S:
             raise self.retry(
-                kwargs={"batch_id": batch_id, "seen": seen, "stalled_since": stalled_since},
+                kwargs={"batch_id": info.id, "seen": seen, "stalled_since": stalled_since},
                 countdown=REDUCE_POLL_S,
             )
+    for unit in missing:  # lost for good: an infrastructure error, never a stuck batch
+        results[unit.id] = error_result(
+            unit, "unit lost: no result was stored", kind="infrastructure"
+        )
+        db.save_unit(info.id, results[unit.id])
+    ordered = [results[u.id] for u in units]
+    infra = [r for r in ordered if r.error_kind == "infrastructure"]
+    if infra:
+        return _incomplete(db, info, infra)
     try:
-        for unit in missing:  # lost for good: an error result, never a stuck batch
-            results[unit.id] = error_result(unit, "unit lost: no result was stored")
-            db.save_unit(batch_id, results[unit.id])
-        ordered = [results[u.id] for u in units]
         reduction = workload.reduce(batch, ordered)
         provenance, per_agent = finished_provenance(info.provenance, info.created_at, ordered)
-        db.finish_batch(batch_id, reduction, info.leaderboard, provenance, per_agent)
+        db.finish_batch(info.id, reduction, info.leaderboard, provenance, per_agent)
     except Exception as exc:
-        log.exception("reducing batch %s failed", batch_id)
-        db.set_status(batch_id, "failed", f"reducer: {type(exc).__name__}: {exc}")
+        log.exception("reducing batch %s failed", info.id)
+        db.set_status(info.id, "failed", f"reducer: {type(exc).__name__}: {exc}")
         metrics.BATCHES.labels(info.workload, "failed").inc()
         return "failed"
     metrics.BATCHES.labels(info.workload, "done").inc()
@@ -111,8 +168,36 @@ def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float
     return "done"
 
 
+def _incomplete(db: Store, info: BatchInfo, infra: list[UnitResult]) -> str:
+    """Never `done` with wrong numbers: no score is written; a resubmission retries these."""
+    first = infra[0].reason or "infrastructure error"
+    db.set_status(
+        info.id, "incomplete",
+        f"{len(infra)} units could not be run (not the agents' doing; submit the spec again to "
+        f"retry them): {first}",
+    )  # fmt: skip
+    metrics.BATCHES.labels(info.workload, "incomplete").inc()
+    return "incomplete"
+
+
 @app.task(name="arena.chord_error")
 def chord_error(task_id: str | None = None, *, batch_id: str) -> None:
     """A chunk task failed outright (e.g. Celery's hard time limit): reduce what gets stored."""
     log.warning("batch %s: chunk task %s failed; reducing with error results", batch_id, task_id)
     reduce_batch.delay(batch_id)
+
+
+def restore_delivery(tag: str) -> None:
+    """Put an orphaned chunk message (its worker died) back at the front of its queue, the way
+    kombu does after the visibility timeout."""
+    log.warning("a chunk's worker was lost: its message %s goes back to the queue", tag)
+    with app.connection_for_write() as connection:
+        connection.default_channel.qos.restore_by_tag(tag, leftmost=False)
+
+
+@worker_ready.connect
+def _start_watchdog(**_: Any) -> None:
+    settings = ArenaSettings()
+    liveness.start_watchdog(
+        store(settings), settings.lost_worker_s, restore_delivery, lambda b: reduce_batch.delay(b)
+    )

@@ -14,6 +14,7 @@ code changed (docs/reproducibility.md). Kinds:
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -142,6 +143,56 @@ def _check_submodule(module: str, roots: list[Path]) -> None:
     rel = Path(*parts)
     if not any((r / rel).with_suffix(".py").is_file() or (r / rel).is_dir() for r in roots):
         raise FingerprintError(f"cannot find module {module!r} (no {rel}.py in {roots[0]})")
+
+
+def _module_file(module: str, roots: list[Path]) -> Path | None:
+    rel = Path(*module.split(".")[1:]) if "." in module else Path()
+    for root in roots:
+        if root.is_file():
+            return root
+        for candidate in (root / rel / "__init__.py", (root / rel).with_suffix(".py")):
+            if candidate.is_file() and candidate.suffix == ".py":
+                return candidate
+    return None
+
+
+def check_entry_point(entry_point: str) -> None:
+    """Refuse, before anything runs, an entry point whose module cannot be found or that
+    plainly does not define its factory — read from the source, without importing it (so no
+    agent code runs at submission). Modules that build names dynamically pass."""
+    module, attribute = entry_point.split(":")
+    roots = _module_location(module)
+    if _distribution(module.split(".")[0], roots):
+        return
+    path = _module_file(module, roots)
+    if path is None:
+        return
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        raise FingerprintError(f"{path} does not parse: {exc}") from None
+    names = _top_level_names(tree.body)
+    if attribute not in names and "*" not in names and "__getattr__" not in names:
+        raise FingerprintError(f"module {module!r} has no {attribute!r} ({path})")
+
+
+def _top_level_names(body: list[ast.stmt]) -> set[str]:
+    """Names a module binds at its top level, through if/try/with blocks."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                for item in getattr(node, block, []):
+                    inner = item.body if isinstance(item, ast.ExceptHandler) else [item]
+                    names |= _top_level_names(inner)
+    return names
 
 
 def _distribution(top: str, roots: list[Path]) -> str | None:

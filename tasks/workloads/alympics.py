@@ -53,10 +53,18 @@ class Suite(SpecModel):
     games: dict[GameName, SuiteGame]
 
 
+def suite_names() -> list[str]:
+    folder = resources.files("tasks") / "suites"
+    return sorted(
+        p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
+    )
+
+
 def load_suite(name: str) -> Suite:
+    """One of the suites shipped in tasks/suites/ (a name, never a path)."""
+    if name not in suite_names():
+        raise InputError(f"params.suite: unknown suite {name!r} (suites: {suite_names()})")
     path = resources.files("tasks") / "suites" / f"{name}.yaml"
-    if not path.is_file():
-        raise InputError(f"params.suite: unknown suite {name!r}")
     return Suite.model_validate(yaml.safe_load(path.read_text()))
 
 
@@ -87,8 +95,9 @@ class AlympicsGame(SpecModel):
 
 
 class AlympicsParams(SpecModel):
-    suite: str = "alympics_lite"
-    episodes: Annotated[int, Field(ge=1)] | None = None  # overrides every game's episodes
+    suite: Name = "alympics_lite"
+    # Overrides every game's episodes (bounded: a typo must not queue a week of work).
+    episodes: Annotated[int, Field(ge=1, le=100_000)] | None = None
 
 
 def make_strategy(

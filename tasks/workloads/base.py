@@ -18,12 +18,17 @@ from tasks.spec import BatchSpec, derive_seed
 from workers.fingerprint import (
     AgentFingerprint,
     builtin_fingerprint,
+    check_entry_point,
     declared_fingerprint,
     source_fingerprint,
     unversioned_fingerprint,
 )
 
 QueueName = Literal["cpu", "gpu"]
+# "agent": the agent's doing (raise, hang, invalid action) — it scores as the rubric says.
+# "infrastructure": not the agent's (a lost worker or unit, another engine on the worker) — it
+# never enters a score, a resume retries it, and a batch left with one is "incomplete".
+ErrorKind = Literal["agent", "infrastructure"]
 
 
 class Unit(BaseModel):
@@ -58,6 +63,7 @@ class UnitResult(BaseModel):
     episode: int
     status: Literal["ok", "error"]
     reason: str | None = None
+    error_kind: ErrorKind | None = None  # set when status == "error"
     result: dict[str, Any] = {}
     duration_s: float = 0.0
     # Provenance: which worker ran it and when (ISO 8601, UTC), and the end of what it printed.
@@ -189,6 +195,7 @@ class Workload(ABC):
             return declared_fingerprint(version)
         entry_point = getattr(agent, "entry_point", None)
         if entry_point:
+            check_entry_point(entry_point)
             return source_fingerprint(entry_point)
         if getattr(agent, "url", None):
             return unversioned_fingerprint(

@@ -99,11 +99,18 @@ def test_an_agent_that_never_answers_ends_the_benchmark_with_status_1_and_the_re
     assert "13 of 13 units failed" in result.stderr and "Connection refused" in result.stderr
 
 
-def test_an_agent_whose_factory_is_missing_fails_with_status_1_and_the_reason():
-    result = arena("game", "benchmark", "--agent", "tests.integration.agents:no_such_factory",
+def test_an_agent_whose_factory_is_missing_is_refused_before_anything_runs():
+    result = arena("game", "benchmark", "--agent", "tests.integration.agents:no_such_factory")
+    one_error_line(result, "agents[0].entry_point", "has no 'no_such_factory'")
+
+
+def test_an_agent_that_cannot_load_fails_with_status_1_and_the_reason():
+    result = arena("game", "benchmark", "--agent", "tests.integration.agents:unloadable",
                    "--episodes", "1")  # fmt: skip
     assert result.returncode == 1
-    assert "AttributeError" in result.stderr and "no_such_factory" in result.stderr
+    assert "scored 0/100" in result.stdout
+    assert "13 of 13 units failed" in result.stderr
+    assert "ImportError: this agent needs a package that is not installed" in result.stderr
 
 
 def test_in_process_runs_import_agents_from_the_working_directory(tmp_path: Path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -128,3 +129,55 @@ class ChattyAgent(GreedyAgent):
 
 def chatty() -> ChattyAgent:
     return ChattyAgent()
+
+
+class MemoryEater(GreedyAgent):
+    """Asks for 8 GiB at its first move (run under ARENA_UNIT_MEMORY_MB, it gets a MemoryError)."""
+
+    def act(self, observation: dict[str, Any]) -> int:
+        hoard = bytearray(8 << 30)
+        return len(hoard) % 2
+
+
+def memory_eater() -> MemoryEater:
+    return MemoryEater()
+
+
+class AlympicsSleeper:
+    """The builtin agent, except that its Prisoner's Dilemma moves never come back (it sleeps):
+    the unit's time limit must end those match sets, and only those."""
+
+    def reset(self, *, game: str, player: int, seed: int) -> None:
+        from workers.games import BUILTIN
+
+        self.game = game
+        self.inner = BUILTIN[game]()
+        self.inner.reset(game=game, player=player, seed=seed)
+
+    def act(self, observation: dict[str, Any]) -> Any:
+        if self.game == "prisoners_dilemma":
+            time.sleep(3600)
+        return self.inner.act(observation)
+
+
+def alympics_sleeper() -> AlympicsSleeper:
+    return AlympicsSleeper()
+
+
+class SwallowingSleeper(GreedyAgent):
+    """Catches everything it can, BaseException included, and sleeps forever: only a deadline
+    enforced from outside its code ends it."""
+
+    def act(self, observation: dict[str, Any]) -> int:
+        while True:
+            with contextlib.suppress(BaseException):
+                time.sleep(3600)
+
+
+def swallowing_sleeper() -> SwallowingSleeper:
+    return SwallowingSleeper()
+
+
+def unloadable() -> GreedyAgent:
+    """A factory that fails, as an agent whose own imports are missing does."""
+    raise ImportError("this agent needs a package that is not installed")

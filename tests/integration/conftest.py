@@ -19,7 +19,7 @@ import pytest
 import redis
 import yaml
 
-from arena.embedded import embedded_redis, start_workers, stop
+from arena.embedded import embedded_redis, start_redis, start_workers, stop
 from tasks.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +30,38 @@ ARENA = str(Path(sys.executable).with_name("arena"))
 def redis_url(tmp_path: Path) -> Iterator[str]:
     with embedded_redis(tmp_path / "redis") as url:
         yield url
+
+
+class RestartableRedis:
+    """A real Redis (append-only file, fsync always) that a test can kill -9 and start again on
+    the same socket and data folder, as an operator's restart would."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.sock = folder, folder / "redis.sock"
+        self.url = f"unix://{self.sock}"
+        self.server: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.sock.unlink(missing_ok=True)
+        self.server = start_redis(self.folder, self.sock)
+
+    def kill(self) -> None:
+        assert self.server is not None
+        self.server.kill()
+        self.server.wait(10)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            stop(self.server)
+
+
+@pytest.fixture
+def restartable_redis(tmp_path: Path) -> Iterator[RestartableRedis]:
+    server = RestartableRedis(tmp_path / "restartable")
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -104,10 +136,29 @@ def wait_finished(db: Store, batch_id: str, timeout: float = 240) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = db.status(batch_id)
-        if status in ("done", "failed", "cancelled"):
+        if status in ("done", "incomplete", "failed", "cancelled"):
             return status
         time.sleep(0.2)
-    raise AssertionError(f"batch {batch_id} did not finish in {timeout}s: {db.batch(batch_id)}")
+    raise AssertionError(
+        f"batch {batch_id} did not finish in {timeout}s: {db.batch(batch_id)}\n"
+        + broker_state(db, batch_id)
+    )
+
+
+def broker_state(db: Store, batch_id: str) -> str:
+    """What a stuck batch looks like from Redis: queued and unacknowledged messages, chunks in
+    flight and their last heartbeats (printed when a test times out)."""
+    now = time.time()
+    unacked = {
+        tag: json.loads(raw)[0]["headers"].get("argsrepr", "")[:60]
+        for tag, raw in db.r.hgetall("unacked").items()
+    }
+    return (
+        f"queued cpu={db.r.llen('cpu')} gpu={db.r.llen('gpu')}; unacked={unacked}; "
+        f"delivered at={db.r.zrange('unacked_index', 0, -1, withscores=True)}; now={now:.1f}; "
+        f"chunks={db.r.hgetall(db.k_batch(batch_id) + ':chunks')}; "
+        f"beats={db.r.hgetall(db.k_batch(batch_id) + ':beats')}"
+    )
 
 
 def bandit_spec(**overrides: object) -> dict:

@@ -57,10 +57,10 @@ def test_batch_of_200_units_fills_the_leaderboard(cluster_env, db, workers, writ
 
 
 def test_sigkill_mid_batch_loses_nothing(cluster_env, db, workers, write_spec):
-    # Slower units so the kills land mid-batch; workers with a short visibility timeout so the
-    # chunks a whole killed worker held unacknowledged come back within the test. (A chunk here
-    # runs well under a second; the submitter keeps the default and its safety check.)
-    env = {**cluster_env, "ARENA_VISIBILITY_TIMEOUT_S": "6", "ARENA_RESTORE_INTERVAL_S": "1"}
+    # Slower units so the kills land mid-batch. The broker's visibility timeout stays at its
+    # default (2 h): the chunks a whole killed worker held come back through the heartbeat
+    # watchdog of the surviving worker, here after 4 s of silence.
+    env = {**cluster_env, "ARENA_LOST_WORKER_S": "4", "ARENA_HEARTBEAT_S": "0.5"}
     spec = bandit_spec(params={"pulls": 6000}, protocol={"episodes": 20, "seed": 5,
                                                          "unit_time_limit_s": 3})  # fmt: skip
     doomed = workers.start(env, concurrency=2)
@@ -75,7 +75,9 @@ def test_sigkill_mid_batch_loses_nothing(cluster_env, db, workers, write_spec):
         time.sleep(0.05)
     # 2. SIGKILL a whole worker (main process and children) holding unacknowledged chunks.
     workers.kill_group(doomed)
+    killed_at = time.monotonic()
     assert wait_finished(db, batch_id, timeout=300) == "done"
+    assert time.monotonic() - killed_at < 60  # not the visibility timeout's 2 hours
     assert survivor.poll() is None
     results = db.unit_results(batch_id)
     expected_ids = {u.id for u in get_workload("bandit").expand(validate_batch(spec))}
@@ -238,14 +240,64 @@ def test_arena_worker_consumes_only_its_queues(cluster_env, db, write_spec):
 def test_an_agent_that_kills_its_worker_cannot_stall_the_batch(
     cluster_env, db, workers, write_spec
 ):
+    """A worker lost again and again is an infrastructure error (it may be the agent, it may be
+    the machine): the batch ends `incomplete` with the reason, writes no score, and a resubmission
+    tries those units again."""
     agents = ["ucb1", {"name": "killer", "entry_point": "tests.integration.agents:process_killer"}]
     spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 4})
     workers.start({**cluster_env, "ARENA_MAX_DELIVERIES": "2"}, concurrency=1)
     batch_id = submit(cluster_env, write_spec, spec)
-    assert wait_finished(db, batch_id, timeout=120) == "done"
+    assert wait_finished(db, batch_id, timeout=120) == "incomplete"
+    info = db.batch(batch_id)
+    assert "4 units could not be run" in info.reason and "worker lost 2 times" in info.reason
     results = db.unit_results(batch_id)
     assert {r.status for r in results.values() if r.agent == "ucb1"} == {"ok"}
     killed = [r for r in results.values() if r.agent == "killer"]
-    assert len(killed) == 4 and all(r.status == "error" for r in killed)
-    assert all("worker lost 2 times" in (r.reason or "") for r in killed)
-    assert db.leaderboard("it")[0].agent == "ucb1"
+    assert len(killed) == 4 and all(r.error_kind == "infrastructure" for r in killed)
+    assert db.leaderboard("it") == []  # never done with wrong numbers
+    again = arena("submit", str(write_spec(spec)), env=cluster_env)
+    assert again.returncode == 0 and "4 units enqueued, 4 reused" in again.stderr
+
+
+def test_two_protocols_submitted_back_to_back_cannot_share_a_board(cluster_env, db, write_spec):
+    """The board's protocol is claimed at submission, not when a batch finishes."""
+    first = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 2, "seed": 1}))),
+                  env=cluster_env)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    second = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 3, "seed": 1}))),
+                   env=cluster_env)  # fmt: skip
+    assert second.returncode == 2
+    assert "leaderboard: 'it' holds results of a different protocol" in second.stderr
+    assert db.batch_ids() == [first.stdout.strip()]
+
+
+def test_fresh_while_the_same_batch_runs_is_refused(cluster_env, db, write_spec):
+    spec = write_spec(bandit_spec())
+    batch_id = submit(cluster_env, write_spec, bandit_spec())  # no workers: it stays running
+    queued = db.r.llen("cpu")
+    again = arena("submit", str(spec), "--fresh", env=cluster_env)
+    assert again.returncode == 2
+    assert f"--fresh: batch {batch_id} is running; cancel it first" in again.stderr
+    assert db.r.llen("cpu") == queued  # nothing enqueued twice
+
+
+def test_batches_are_found_by_prefix_or_run_id_and_an_ended_one_cannot_be_cancelled(
+    cluster_env, db, workers, write_spec
+):
+    workers.start(cluster_env, concurrency=1)
+    first = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 1}))),
+                  "--run-id", "monday", env=cluster_env)  # fmt: skip
+    second = submit(cluster_env, write_spec, bandit_spec(protocol={"episodes": 2}, leaderboard="b"))
+    batch_id = first.stdout.strip()
+    assert wait_finished(db, batch_id) == wait_finished(db, second) == "done"
+    for ref in (batch_id[:6], "monday"):
+        shown = arena("status", ref, env=cluster_env)
+        assert shown.returncode == 0 and f"batch {batch_id}: done" in shown.stdout
+    ambiguous = arena("status", "", env=cluster_env)
+    assert ambiguous.returncode == 2 and "matches 2 batches" in ambiguous.stderr
+    ended = arena("cancel", batch_id[:8], env=cluster_env)
+    assert ended.returncode == 1
+    assert (
+        ended.stderr.strip() == f"arena: batch {batch_id} already ended (done); nothing to cancel"
+    )
+    assert db.status(batch_id) == "done"

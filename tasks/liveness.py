@@ -1,0 +1,174 @@
+"""Chunks in flight: a heartbeat from the worker process running each one, and a watchdog in
+every worker that gives a dead worker's chunks back to the queue within a minute, instead of
+after the broker's visibility timeout (hours). Also the safety net for a batch whose units are
+all stored but whose reducer never started (a chord callback lost in a Redis outage).
+
+A chunk's message stays in the broker's `unacked` hash from delivery until its task ends
+(acks_late). A message delivered more than `lost_after_s` ago whose chunk has no fresh heartbeat
+is held by a worker that died (before or while running it): the watchdog puts it back at the
+front of its queue, as kombu itself does after the visibility timeout.
+
+Keys (prefix omitted): `running` set of running batch ids (tasks/store.py); `batch:{id}:chunks`
+hash chunk id -> {"units": [...], "queue", "worker"}; `batch:{id}:beats` hash chunk id -> last
+heartbeat (unix s). Kombu's own: `unacked`, `unacked_index`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from tasks.provenance import host_name
+from tasks.store import Store
+
+UNACKED, UNACKED_INDEX = "unacked", "unacked_index"  # kombu's redis transport defaults
+CHUNK_TASK = "arena.run_chunk"
+
+
+def k_chunks(db: Store, batch_id: str) -> str:
+    return f"{db.k_batch(batch_id)}:chunks"
+
+
+def k_beats(db: Store, batch_id: str) -> str:
+    return f"{db.k_batch(batch_id)}:beats"
+
+
+@contextmanager
+def heartbeat(
+    db: Store, batch_id: str, chunk_id: str, unit_ids: list[str], queue: str, every_s: float
+) -> Iterator[None]:
+    """Beat every `every_s` seconds while the block runs; the chunk is forgotten after it."""
+    info = {"units": unit_ids, "queue": queue, "worker": f"{host_name()}:{os.getpid()}"}
+    with db.r.pipeline(transaction=True) as pipe:
+        pipe.hset(k_chunks(db, batch_id), chunk_id, json.dumps(info))
+        pipe.hset(k_beats(db, batch_id), chunk_id, time.time())
+        pipe.execute()
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            with suppress(redis.RedisError):  # an outage: the next beat tries again
+                db.r.hset(k_beats(db, batch_id), chunk_id, time.time())
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{chunk_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(every_s + 1)
+        with db.r.pipeline(transaction=True) as pipe:
+            pipe.hdel(k_chunks(db, batch_id), chunk_id)
+            pipe.hdel(k_beats(db, batch_id), chunk_id)
+            pipe.execute()
+
+
+@dataclass
+class Orphan:
+    """A chunk's message delivered to a worker that is no longer running it."""
+
+    tag: str  # the broker's delivery tag
+    batch_id: str
+    chunk_id: str
+    units: int
+    queue: str
+    silent_s: float
+
+
+def orphans(db: Store, lost_after_s: float, batch_id: str | None = None) -> list[Orphan]:
+    """Chunk messages delivered over `lost_after_s` ago whose chunk has no fresh heartbeat."""
+    now = time.time()
+    tags = db.r.zrangebyscore(UNACKED_INDEX, "-inf", now - lost_after_s, withscores=True)
+    found = []
+    for tag, delivered in tags:
+        chunk = _chunk_of(db.r.hget(UNACKED, tag))
+        if chunk is None or (batch_id is not None and chunk[0] != batch_id):
+            continue
+        beat = db.r.hget(k_beats(db, chunk[0]), chunk[1])
+        if beat is not None and now - float(beat) < lost_after_s:
+            continue  # its worker is alive and running it
+        quiet = now - max(float(delivered), float(beat or 0))
+        found.append(Orphan(tag, chunk[0], chunk[1], chunk[2], chunk[3], quiet))
+    return found
+
+
+def _chunk_of(raw: str | None) -> tuple[str, str, int, str] | None:
+    """(batch, chunk, number of units, queue) of an unacked run_chunk message, else None."""
+    if raw is None:
+        return None
+    try:
+        message, _, routing_key = json.loads(raw)
+        if message.get("headers", {}).get("task") != CHUNK_TASK:
+            return None
+        args = json.loads(base64.b64decode(message["body"]))[0]  # protocol 2: [args, kwargs, …]
+        return str(args[0]), str(args[1]), len(args[2]), str(routing_key)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None  # not a message of ours, or another kombu format: left to kombu
+
+
+Restore = Callable[[str], None]  # a delivery tag -> back at the front of its queue
+Reduce = Callable[[str], None]
+
+
+def watch_once(db: Store, lost_after_s: float, restore: Restore, reduce: Reduce) -> int:
+    """One sweep: give orphaned chunks back to the queue, and start the reducer of a running
+    batch whose units are all stored but which nobody is reducing. Returns chunks restored."""
+    restored = 0
+    for orphan in orphans(db, lost_after_s):
+        if db.status(orphan.batch_id) != "running":
+            continue
+        # One watchdog restores it, however many workers sweep at once.
+        if db.r.set(f"{db.p}restoring:{orphan.tag}", "1", nx=True, px=int(lost_after_s * 1000)):
+            restore(orphan.tag)
+            restored += 1
+    for batch_id in db.r.smembers(db.k_running()):
+        if db.status(batch_id) != "running":
+            db.r.srem(db.k_running(), batch_id)
+        elif db.all_stored(batch_id) and not db.r.exists(f"{db.k_batch(batch_id)}:reducer"):
+            reduce(batch_id)
+    return restored
+
+
+def start_watchdog(
+    db: Store, lost_after_s: float, restore: Restore, reduce: Reduce
+) -> threading.Thread:
+    """A daemon thread in the worker's main process, sweeping every lost_after_s / 3."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(max(0.5, lost_after_s / 3))
+            with suppress(redis.RedisError):
+                watch_once(db, lost_after_s, restore, reduce)
+
+    thread = threading.Thread(target=loop, name="arena-watchdog", daemon=True)
+    thread.start()
+    return thread
+
+
+def waiting_on_lost_workers(db: Store, batch_id: str, lost_after_s: float) -> str | None:
+    """What `arena status` says while a dead worker's units wait to be given out again."""
+    lost = orphans(db, lost_after_s, batch_id)
+    if not lost:
+        return None
+    units = sum(o.units for o in lost)
+    silent = max(o.silent_s for o in lost)
+    return (
+        f"waiting for {units} units held by a lost worker (silent {silent:.0f}s; a live "
+        "worker gives them out again)"
+    )
+
+
+def forget_chunks(db: Store, batch_id: str) -> dict[str, Any]:
+    """Drop a batch's in-flight records (an embedded run that was interrupted starts over)."""
+    removed = db.r.hgetall(k_chunks(db, batch_id))
+    db.r.delete(k_chunks(db, batch_id), k_beats(db, batch_id))
+    return dict(removed)

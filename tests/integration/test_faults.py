@@ -1,0 +1,296 @@
+"""The fault-injection suite (docs/reliability.md): real Redis, real worker processes, real
+kills and outages. Each fault ends with every stored unit result and the leaderboard equal to
+an undisturbed run's, or with the batch ended and the reason stated — within a stated time.
+
+Run apart with `pytest -m faults`; CI runs it with everything else. Set ARENA_FAULT_FIGURES to a
+file to collect the recovery times the docs quote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import redis
+
+from tasks.store import Store
+from tasks.workloads import get_workload, validate_batch
+from tests.integration.conftest import (
+    ARENA,
+    ROOT,
+    RestartableRedis,
+    WorkerPools,
+    arena,
+    bandit_spec,
+    wait_finished,
+)
+from tests.integration.test_cluster import cluster_leaderboard, in_process_leaderboard, submit
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
+
+# Heartbeats fast enough that a lost worker is noticed within the test (defaults: 5 s / 30 s).
+QUICK_LIVENESS = {"ARENA_HEARTBEAT_S": "0.5", "ARENA_LOST_WORKER_S": "4"}
+
+
+def figure(name: str, seconds: float, outcome: str) -> None:
+    """One row of docs/reliability.md's table, appended where ARENA_FAULT_FIGURES says."""
+    target = os.environ.get("ARENA_FAULT_FIGURES")
+    print(f"FAULT {name}: {outcome} in {seconds:.1f}s")
+    if target:
+        with open(target, "a") as out:
+            out.write(json.dumps({"fault": name, "seconds": round(seconds, 1),
+                                  "outcome": outcome}) + "\n")  # fmt: skip
+
+
+def slow_spec(**overrides: object) -> dict:
+    """400 units of ~20-40 ms: long enough for faults to land mid-batch."""
+    spec = bandit_spec(params={"pulls": 6000},
+                       protocol={"episodes": 40, "seed": 8, "unit_time_limit_s": 30})  # fmt: skip
+    spec.update(overrides)
+    return spec
+
+
+def assert_equal_to_undisturbed(db: Store, batch_id: str, spec: dict, board: str = "it") -> None:
+    results = db.unit_results(batch_id)
+    expected = {u.id for u in get_workload("bandit").expand(validate_batch(spec))}
+    assert set(results) == expected  # every unit stored, once (one hash field per unit id)
+    assert [r.reason for r in results.values() if r.status != "ok"] == []
+    assert cluster_leaderboard(db, board) == in_process_leaderboard(spec)
+    for agent in in_process_leaderboard(spec):
+        assert len(db.history(board, agent)) == 1  # one evaluation, one history point
+
+
+def wait_stored(db: Store, batch_id: str, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while db.progress(batch_id)[0] < count:
+        assert time.monotonic() < deadline, f"fewer than {count} units stored in {timeout}s"
+        time.sleep(0.02)
+
+
+def test_pool_processes_killed_in_a_loop(cluster_env, db, workers, write_spec):
+    spec = slow_spec()
+    pool = workers.start(cluster_env, concurrency=2)
+    batch_id = submit(cluster_env, write_spec, spec)
+    started, kills, rng = time.monotonic(), 0, random.Random(1)
+    wait_stored(db, batch_id, 20)
+    while db.status(batch_id) == "running" and kills < 30:
+        children = workers.children(pool)
+        if children:
+            os.kill(rng.choice(children), signal.SIGKILL)
+            kills += 1
+        time.sleep(0.3)
+    assert wait_finished(db, batch_id, timeout=300) == "done"
+    assert kills >= 10
+    assert_equal_to_undisturbed(db, batch_id, spec)
+    figure("pool processes SIGKILLed in a loop", time.monotonic() - started,
+           f"{kills} kills, identical results")  # fmt: skip
+
+
+def test_a_whole_worker_killed_and_a_fresh_one_started(cluster_env, db, workers, write_spec):
+    env = {**cluster_env, **QUICK_LIVENESS}
+    spec = slow_spec()
+    doomed = workers.start(env, concurrency=2)
+    batch_id = submit(cluster_env, write_spec, spec)
+    wait_stored(db, batch_id, 120)
+    workers.kill_group(doomed)  # main process and pool: nothing acknowledges its chunks
+    killed = time.monotonic()
+    workers.start(env, concurrency=2)
+    assert wait_finished(db, batch_id, timeout=120) == "done"
+    recovery = time.monotonic() - killed
+    assert recovery < 60  # the heartbeat watchdog, not the 2-hour visibility timeout
+    assert_equal_to_undisturbed(db, batch_id, spec)
+    figure("whole worker SIGKILLed, fresh one started", recovery,
+           "identical results (visibility timeout left at 2 h)")  # fmt: skip
+
+
+def test_status_says_when_units_wait_for_a_lost_worker(cluster_env, db, workers, write_spec):
+    env = {**cluster_env, **QUICK_LIVENESS}
+    doomed = workers.start(env, concurrency=1)
+    batch_id = submit(cluster_env, write_spec, slow_spec())
+    wait_stored(db, batch_id, 10)
+    workers.kill_group(doomed)
+    time.sleep(5)
+    shown = arena("status", batch_id, env=env)
+    assert "held by a lost worker" in shown.stdout, shown.stdout
+    workers.start(env, concurrency=2)
+    assert wait_finished(db, batch_id, timeout=120) == "done"
+
+
+def test_redis_killed_and_restarted_mid_batch(
+    restartable_redis: RestartableRedis, tmp_path: Path, workers: WorkerPools, write_spec
+):
+    env = {**os.environ, "ARENA_REDIS_URL": restartable_redis.url, "PYTHONPATH": str(ROOT),
+           "ARENA_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
+    db = Store(redis.Redis.from_url(restartable_redis.url, decode_responses=True))
+    spec = slow_spec()
+    workers.start(env, concurrency=2)
+    batch_id = submit(env, write_spec, spec)
+    wait_stored(db, batch_id, 120)
+    restartable_redis.kill()  # kill -9: no shutdown save, the append-only file is all there is
+    time.sleep(3)
+    restartable_redis.start()
+    back = time.monotonic()
+    db = Store(redis.Redis.from_url(restartable_redis.url, decode_responses=True))
+    assert wait_finished(db, batch_id, timeout=180) == "done"
+    assert_equal_to_undisturbed(db, batch_id, spec)
+    figure("Redis kill -9, restarted 3 s later (AOF)", time.monotonic() - back,
+           "identical results, no unit lost")  # fmt: skip
+
+
+def test_units_that_hang_end_at_their_time_limit(cluster_env, db, workers, write_spec):
+    agents = [
+        "ucb1",
+        {"name": "sleeper", "entry_point": "tests.integration.agents:sleepy"},
+        {"name": "stubborn", "entry_point": "tests.integration.agents:swallowing_sleeper"},
+    ]
+    spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 3, "unit_time_limit_s": 1})
+    workers.start(cluster_env, concurrency=2)
+    started = time.monotonic()
+    batch_id = submit(cluster_env, write_spec, spec)
+    assert wait_finished(db, batch_id, timeout=120) == "done"
+    took = time.monotonic() - started
+    results = db.unit_results(batch_id)
+    assert len(results) == 12
+    reasons = {r.agent: r.reason or "" for r in results.values() if r.status == "error"}
+    assert set(reasons) == {"sleeper", "stubborn"}
+    assert reasons["sleeper"] == "time limit of 1s exceeded"
+    assert "ignored it" in reasons["stubborn"]
+    assert all(r.error_kind == "agent" for r in results.values() if r.status == "error")
+    assert took < 60
+    figure("units that hang (one swallows every interrupt)", took,
+           "agent errors at the time limit, batch done")  # fmt: skip
+
+
+def test_a_unit_that_eats_memory_is_an_agent_error(cluster_env, db, workers, write_spec):
+    env = {**cluster_env, "ARENA_UNIT_MEMORY_MB": "2048"}
+    agents = ["ucb1", {"name": "glutton", "entry_point": "tests.integration.agents:memory_eater"}]
+    spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 3})
+    pool = workers.start(env, concurrency=1)
+    started = time.monotonic()
+    batch_id = submit(cluster_env, write_spec, spec)
+    assert wait_finished(db, batch_id, timeout=120) == "done"
+    results = db.unit_results(batch_id)
+    eaten = [r for r in results.values() if r.agent == "glutton"]
+    assert len(eaten) == 4 and all("MemoryError" in (r.reason or "") for r in eaten)
+    assert {r.status for r in results.values() if r.agent == "ucb1"} == {"ok"}
+    assert pool.poll() is None  # the worker lives on
+    figure("a unit that eats memory (8 GiB, limit 2 GiB)", time.monotonic() - started,
+           "MemoryError as an agent error, worker alive")  # fmt: skip
+
+
+def test_the_same_chunk_delivered_twice_lands_once(cluster_env, db, workers, write_spec):
+    spec = bandit_spec(protocol={"episodes": 10, "seed": 6})
+    batch_id = submit(cluster_env, write_spec, spec)  # no worker yet: the messages wait
+    queued = db.r.lrange("cpu", 0, -1)
+    assert queued
+    db.r.rpush("cpu", *queued)  # every chunk delivered twice, as a broker redelivery would
+    started = time.monotonic()
+    workers.start(cluster_env, concurrency=2)
+    assert wait_finished(db, batch_id, timeout=120) == "done"
+    time.sleep(2)  # let the duplicates run too
+    assert_equal_to_undisturbed(db, batch_id, spec)
+    figure("every chunk delivered twice", time.monotonic() - started,
+           "each unit stored once, one history point")  # fmt: skip
+
+
+def test_a_client_that_loses_redis_while_waiting(
+    restartable_redis: RestartableRedis, tmp_path: Path, workers: WorkerPools, write_spec
+):
+    env = {**os.environ, "ARENA_REDIS_URL": restartable_redis.url, "PYTHONPATH": str(ROOT),
+           "ARENA_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
+    db = Store(redis.Redis.from_url(restartable_redis.url, decode_responses=True))
+    spec = slow_spec()
+    workers.start(env, concurrency=2)
+    client = subprocess.Popen(
+        [ARENA, "run", str(write_spec(spec)), "--json"], env=env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not db.batch_ids() or db.progress(db.batch_ids()[0])[0] < 60:
+        assert time.monotonic() < deadline and client.poll() is None
+        time.sleep(0.05)
+    restartable_redis.kill()
+    time.sleep(3)
+    restartable_redis.start()
+    back = time.monotonic()
+    out, err = client.communicate(timeout=180)
+    assert client.returncode == 0, err
+    assert "lost Redis" in err and "Redis is back" in err and "Traceback" not in err
+    assert json.loads(out)["counts"] == {"total": 400, "completed": 400, "errors": 0}
+    figure("client loses Redis while waiting (3 s)", time.monotonic() - back,
+           "reconnects, exit 0")  # fmt: skip
+
+
+def test_a_batch_that_vanishes_ends_the_wait(cluster_env, db, write_spec):
+    batch_id = submit(cluster_env, write_spec, slow_spec())  # no workers: it stays running
+    watcher = subprocess.Popen(
+        [ARENA, "status", batch_id, "--watch"], env=cluster_env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(2)
+    db.r.flushdb()
+    _, err = watcher.communicate(timeout=30)
+    assert watcher.returncode == 1
+    assert err.strip().splitlines()[-1] == (
+        f"arena: batch {batch_id} vanished from Redis (its keys were deleted or flushed)"
+    )
+
+
+def embedded_env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
+    return {**env, "ARENA_DATA_DIR": str(data_dir), "ARENA_WORKERS": "2"}
+
+
+@pytest.mark.parametrize("where", ["in-process", "cluster"])
+def test_an_alympics_agent_that_hangs_ends_at_the_time_limit(tmp_path: Path, where: str):
+    """Its match sets end at the unit's limit (the game loop's fault handling cannot swallow
+    it); the others are played; the benchmark ends with status 1 and the reason."""
+    flags = ["--cluster"] if where == "cluster" else []
+    started = time.monotonic()
+    result = arena("game", "benchmark", "--agent", "tests.integration.agents:alympics_sleeper",
+                   "--episodes", "1", "--unit-time-limit", "1", *flags,
+                   env=embedded_env(tmp_path / "data"))  # fmt: skip
+    took = time.monotonic() - started
+    assert result.returncode == 1, result.stderr
+    assert "2 of 13 units failed" in result.stderr  # the two Prisoner's Dilemma match sets
+    assert "time limit of 1s exceeded" in result.stderr
+    assert took < 40
+    figure(f"an Alympics agent that hangs ({where})", took,
+           "its match sets end at the 1 s limit, the rest played")  # fmt: skip
+
+
+class Silent(BaseHTTPRequestHandler):
+    """An endpoint that accepts the connection and never answers."""
+
+    def do_POST(self) -> None:
+        time.sleep(3600)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_http_agent_that_never_answers_costs_seconds(tmp_path: Path):
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Silent)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/act"
+    try:
+        started = time.monotonic()
+        result = arena("game", "benchmark", "--agent", url, "--episodes", "1",
+                       "--move-timeout", "0.2", env=embedded_env(tmp_path / "data"))  # fmt: skip
+        took = time.monotonic() - started
+    finally:
+        httpd.shutdown()
+    assert result.returncode == 1
+    assert "13 of 13 units failed" in result.stderr and "no answer within 0.2s" in result.stderr
+    assert "scored 0/100" in result.stdout
+    assert took < 40
+    figure("an HTTP agent that never answers (0.2 s per move)", took,
+           "every match set forfeit, benchmark ends")  # fmt: skip
