@@ -52,24 +52,34 @@ def heartbeat(
         pipe.hset(k_chunks(db, batch_id), chunk_id, json.dumps(info))
         pipe.hset(k_beats(db, batch_id), chunk_id, time.time())
         pipe.execute()
+    try:
+        with keep_alive(lambda: db.r.hset(k_beats(db, batch_id), chunk_id, time.time()), every_s):
+            yield
+    finally:
+        with db.r.pipeline(transaction=True) as pipe:
+            pipe.hdel(k_chunks(db, batch_id), chunk_id)
+            pipe.hdel(k_beats(db, batch_id), chunk_id)
+            pipe.execute()
+
+
+@contextmanager
+def keep_alive(beat: Callable[[], None], every_s: float) -> Iterator[None]:
+    """Call `beat` every `every_s` seconds while the block runs (a claim that expires unless
+    renewed: held while its holder lives, free soon after it dies)."""
     stop = threading.Event()
 
-    def beat() -> None:
+    def loop() -> None:
         while not stop.wait(every_s):
-            with suppress(redis.RedisError):  # an outage: the next beat tries again
-                db.r.hset(k_beats(db, batch_id), chunk_id, time.time())
+            with suppress(redis.RedisError):
+                beat()
 
-    thread = threading.Thread(target=beat, name=f"heartbeat-{chunk_id}", daemon=True)
+    thread = threading.Thread(target=loop, name="keep-alive", daemon=True)
     thread.start()
     try:
         yield
     finally:
         stop.set()
         thread.join(every_s + 1)
-        with db.r.pipeline(transaction=True) as pipe:
-            pipe.hdel(k_chunks(db, batch_id), chunk_id)
-            pipe.hdel(k_beats(db, batch_id), chunk_id)
-            pipe.execute()
 
 
 @dataclass

@@ -262,6 +262,9 @@ class Store:
         return bool(self.r.set(f"{self.k_batch(batch_id)}:reducer", "1", nx=True,
                                px=int(ttl_s * 1000)))  # fmt: skip
 
+    def extend_reducer(self, batch_id: str, ttl_s: float) -> None:
+        self.r.pexpire(f"{self.k_batch(batch_id)}:reducer", int(ttl_s * 1000))
+
     def release_reducer(self, batch_id: str) -> None:
         self.r.delete(f"{self.k_batch(batch_id)}:reducer")
 

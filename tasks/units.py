@@ -30,8 +30,6 @@ log = get_task_logger(__name__)
 # The reducer waits for missing unit results while they keep arriving; once none has arrived for
 # this long past a unit's time limit, the missing ones are recorded as lost (error results).
 STALL_GRACE_S, REDUCE_POLL_S = 60.0, 2.0
-# How long a reducer may hold a batch before another may take it (it takes seconds).
-REDUCER_CLAIM_S = 600.0
 
 
 def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
@@ -120,10 +118,14 @@ def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float
     info = db.batch(batch_id)
     if info is None or info.status != "running":
         return info.status if info else "unknown"
-    if not db.claim_reducer(batch_id, REDUCER_CLAIM_S):
+    settings = ArenaSettings()
+    # The claim lapses lost_worker_s after its holder dies (the watchdog then starts another).
+    if not db.claim_reducer(batch_id, settings.lost_worker_s):
         return "busy"  # another reducer holds the batch
+    renew = partial(db.extend_reducer, batch_id, settings.lost_worker_s)
     try:
-        return _reduce(self, db, info, seen, stalled_since)
+        with liveness.keep_alive(renew, settings.heartbeat_s):
+            return _reduce(self, db, info, seen, stalled_since)
     finally:
         db.release_reducer(batch_id)
 
