@@ -125,12 +125,17 @@ def test_status_says_when_units_wait_for_a_lost_worker(cluster_env, db, workers,
     assert wait_finished(db, batch_id, timeout=120) == "done"
 
 
+def on_restartable(server: RestartableRedis, tmp_path: Path) -> tuple[dict[str, str], Store]:
+    """The environment for `arena` and workers on `server`, and a Store on it."""
+    env = {**os.environ, "ARENA_REDIS_URL": server.url, "PYTHONPATH": str(ROOT),
+           "ARENA_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
+    return env, Store(redis.Redis.from_url(server.url, decode_responses=True))
+
+
 def test_redis_killed_and_restarted_mid_batch(
     restartable_redis: RestartableRedis, tmp_path: Path, workers: WorkerPools, write_spec
 ):
-    env = {**os.environ, "ARENA_REDIS_URL": restartable_redis.url, "PYTHONPATH": str(ROOT),
-           "ARENA_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
-    db = Store(redis.Redis.from_url(restartable_redis.url, decode_responses=True))
+    env, db = on_restartable(restartable_redis, tmp_path)
     spec = slow_spec()
     workers.start(env, concurrency=2)
     batch_id = submit(env, write_spec, spec)
@@ -205,9 +210,7 @@ def test_the_same_chunk_delivered_twice_lands_once(cluster_env, db, workers, wri
 def test_a_client_that_loses_redis_while_waiting(
     restartable_redis: RestartableRedis, tmp_path: Path, workers: WorkerPools, write_spec
 ):
-    env = {**os.environ, "ARENA_REDIS_URL": restartable_redis.url, "PYTHONPATH": str(ROOT),
-           "ARENA_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
-    db = Store(redis.Redis.from_url(restartable_redis.url, decode_responses=True))
+    env, db = on_restartable(restartable_redis, tmp_path)
     spec = slow_spec()
     workers.start(env, concurrency=2)
     client = subprocess.Popen(
