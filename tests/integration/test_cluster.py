@@ -301,3 +301,17 @@ def test_batches_are_found_by_prefix_or_run_id_and_an_ended_one_cannot_be_cancel
         ended.stderr.strip() == f"arena: batch {batch_id} already ended (done); nothing to cancel"
     )
     assert db.status(batch_id) == "done"
+
+
+def test_a_worker_whose_visibility_timeout_is_too_short_refuses_the_chunk(
+    cluster_env, db, workers, write_spec
+):
+    """The check lives where it matters: on the worker. The submitter (default 2 h) accepts a
+    chunk of 10 × 10 s; a worker that would let the broker redeliver it after 20 s refuses it."""
+    workers.start({**cluster_env, "ARENA_VISIBILITY_TIMEOUT_S": "20"}, concurrency=1)
+    spec = bandit_spec(protocol={"episodes": 1, "seed": 2, "unit_time_limit_s": 10})
+    batch_id = submit(cluster_env, write_spec, spec)
+    assert wait_finished(db, batch_id) == "incomplete"
+    info = db.batch(batch_id)
+    assert "ARENA_VISIBILITY_TIMEOUT_S" in info.reason and info.infrastructure_errors == 10
+    assert db.leaderboard("it") == []
