@@ -1,7 +1,6 @@
-"""Chunks in flight: a heartbeat from the worker process running each one, and a watchdog in
-every worker that gives a dead worker's chunks back to the queue within a minute, instead of
-after the broker's visibility timeout (hours). Also the safety net for a batch whose units are
-all stored but whose reducer never started (a chord callback lost in a Redis outage).
+"""Chunks in flight, as the watchdog (tasks/watchdog.py) reads them: a heartbeat from the
+worker process running each chunk, the plan of which units each chunk message carries, and the
+broker's own record of delivered messages.
 
 A chunk's message stays in the broker's `unacked` hash from delivery until its task ends
 (acks_late). A message delivered more than `lost_after_s` ago whose chunk has no fresh heartbeat
@@ -31,6 +30,7 @@ from tasks.provenance import host_name
 from tasks.store import Store
 
 UNACKED, UNACKED_INDEX = "unacked", "unacked_index"  # kombu's redis transport defaults
+QUEUES = ("cpu", "gpu")  # tasks.app.QUEUES (not imported: this module has no Celery)
 CHUNK_TASK = "arena.run_chunk"
 
 
@@ -117,51 +117,71 @@ def _chunk_of(raw: str | None) -> tuple[str, str, int, str] | None:
         return None
     try:
         message, _, routing_key = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    args = chunk_args(message)
+    return (args[0], args[1], args[2], str(routing_key)) if args else None
+
+
+def chunk_args(message: Any) -> tuple[str, str, int] | None:
+    """(batch, chunk, number of units) of a run_chunk message as kombu stores it, else None."""
+    try:
         if message.get("headers", {}).get("task") != CHUNK_TASK:
             return None
         args = json.loads(base64.b64decode(message["body"]))[0]  # protocol 2: [args, kwargs, …]
-        return str(args[0]), str(args[1]), len(args[2]), str(routing_key)
-    except (ValueError, KeyError, IndexError, TypeError):
+        return str(args[0]), str(args[1]), len(args[2])
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None  # not a message of ours, or another kombu format: left to kombu
 
 
-Restore = Callable[[str], None]  # a delivery tag -> back at the front of its queue
-Reduce = Callable[[str], None]
+def k_plan(db: Store, batch_id: str) -> str:
+    return f"{db.k_batch(batch_id)}:plan"
 
 
-def watch_once(db: Store, lost_after_s: float, restore: Restore, reduce: Reduce) -> int:
-    """One sweep: give orphaned chunks back to the queue, and start the reducer of a running
-    batch whose units are all stored but which nobody is reducing. Returns chunks restored."""
-    restored = 0
-    for orphan in orphans(db, lost_after_s):
-        if db.status(orphan.batch_id) != "running":
-            continue
-        # One watchdog restores it, however many workers sweep at once.
-        if db.r.set(f"{db.p}restoring:{orphan.tag}", "1", nx=True, px=int(lost_after_s * 1000)):
-            restore(orphan.tag)
-            restored += 1
-    for batch_id in db.r.smembers(db.k_running()):
-        if db.status(batch_id) != "running":
-            db.r.srem(db.k_running(), batch_id)
-        elif db.all_stored(batch_id) and not db.r.exists(f"{db.k_batch(batch_id)}:reducer"):
-            reduce(batch_id)
-    return restored
+def record_plan(
+    db: Store, batch_id: str, plan: dict[str, list[str]], replace: bool = False
+) -> None:
+    """Which units each chunk message carries (the watchdog's map for finding lost ones);
+    `replace` when a submission sends every unit still missing."""
+    with db.r.pipeline(transaction=True) as pipe:
+        if replace:
+            pipe.delete(k_plan(db, batch_id))
+        if plan:
+            pipe.hset(k_plan(db, batch_id), mapping={c: json.dumps(u) for c, u in plan.items()})
+        pipe.execute()
 
 
-def start_watchdog(
-    db: Store, lost_after_s: float, restore: Restore, reduce: Reduce
-) -> threading.Thread:
-    """A daemon thread in the worker's main process, sweeping every lost_after_s / 3."""
+def lost_units(db: Store, batch_id: str, lost_after_s: float) -> list[str]:
+    """Units of the batch with no result that no message anywhere carries: not queued, not
+    delivered (unacknowledged), not running. Kombu's Redis transport loses a message whose
+    worker is killed between taking it from the queue and recording it as delivered."""
+    plan = {c: json.loads(v) for c, v in db.r.hgetall(k_plan(db, batch_id)).items()}
+    stored = set(db.r.hkeys(db.k_units(batch_id)))
+    pending = {c: [u for u in ids if u not in stored] for c, ids in plan.items()}
+    pending = {c: ids for c, ids in pending.items() if ids}
+    if not pending:
+        return []
+    carried = _chunks_in_messages(db, batch_id)
+    now = time.time()
+    for chunk_id, beat in db.r.hgetall(k_beats(db, batch_id)).items():
+        if now - float(beat) < lost_after_s:
+            carried.add(chunk_id)
+    return sorted(u for c, ids in pending.items() if c not in carried for u in ids)
 
-    def loop() -> None:
-        while True:
-            time.sleep(max(0.5, lost_after_s / 3))
-            with suppress(redis.RedisError):
-                watch_once(db, lost_after_s, restore, reduce)
 
-    thread = threading.Thread(target=loop, name="arena-watchdog", daemon=True)
-    thread.start()
-    return thread
+def _chunks_in_messages(db: Store, batch_id: str) -> set[str]:
+    found = set()
+    for raw in db.r.hvals(UNACKED):
+        chunk = _chunk_of(raw)
+        if chunk and chunk[0] == batch_id:
+            found.add(chunk[1])
+    for queue in QUEUES:
+        for raw in db.r.lrange(queue, 0, -1):
+            with suppress(ValueError, TypeError):
+                args = chunk_args(json.loads(raw))
+                if args and args[0] == batch_id:
+                    found.add(args[1])
+    return found
 
 
 def waiting_on_lost_workers(db: Store, batch_id: str, lost_after_s: float) -> str | None:
@@ -180,5 +200,5 @@ def waiting_on_lost_workers(db: Store, batch_id: str, lost_after_s: float) -> st
 def forget_chunks(db: Store, batch_id: str) -> dict[str, Any]:
     """Drop a batch's in-flight records (an embedded run that was interrupted starts over)."""
     removed = db.r.hgetall(k_chunks(db, batch_id))
-    db.r.delete(k_chunks(db, batch_id), k_beats(db, batch_id))
+    db.r.delete(k_chunks(db, batch_id), k_beats(db, batch_id), k_plan(db, batch_id))
     return dict(removed)

@@ -126,7 +126,7 @@ class Store:
     def forget_results(self, batch_id: str) -> None:
         self.r.delete(
             self.k_units(batch_id), self.k_errors(batch_id), self.k_attempts(batch_id),
-            self.k_logs(batch_id), self.k_infra(batch_id),
+            self.k_logs(batch_id), self.k_infra(batch_id), f"{self.k_batch(batch_id)}:plan",
         )  # fmt: skip
 
     def label_run(self, run_id: str, batch_id: str) -> None:

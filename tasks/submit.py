@@ -12,7 +12,7 @@ from tasks import liveness
 from tasks.app import app
 from tasks.provenance import provenance_of
 from tasks.store import Store
-from tasks.units import chord_error, chunk_time_limits, reduce_batch, run_chunk
+from tasks.units import chord_error, chunk_signature, chunk_time_limits, reduce_batch
 from tasks.validation import InputError
 from tasks.workloads import get_workload
 from tasks.workloads.base import Unit, ValidatedBatch
@@ -110,7 +110,7 @@ def submit(
     state: Literal["enqueued", "reducing"] = "enqueued" if missing else "reducing"
     if missing:
         store.reset_attempts(batch_id, [u.id for u in missing])
-        _fan_out(batch_id, missing, workload.chunk_size)
+        _fan_out(store, batch_id, missing, workload.chunk_size)
     else:
         reduce_batch.delay(batch_id)
     return Submission(
@@ -119,19 +119,15 @@ def submit(
     )  # fmt: skip
 
 
-def _fan_out(batch_id: str, units: list[Unit], chunk_size: int) -> None:
-    """One chord per batch: chunk tasks, then the reducer (or, if a chunk fails, chord_error)."""
-    header = []
+def _fan_out(store: Store, batch_id: str, units: list[Unit], chunk_size: int) -> None:
+    """One chord per batch: chunk tasks, then the reducer (or, if a chunk fails, chord_error).
+    The plan (chunk id -> unit ids) lets the watchdog find units whose message was lost."""
+    header, plan = [], {}
     for index, chunk in enumerate(chunked(units, chunk_size)):
-        soft, hard = chunk_time_limits(chunk)
-        header.append(
-            run_chunk.signature(
-                (batch_id, f"chunk-{index}-{chunk[0].id}", [u.model_dump() for u in chunk]),
-                queue=chunk[0].queue,
-                soft_time_limit=soft,
-                time_limit=hard,
-            )
-        )
+        chunk_id = f"chunk-{index}-{chunk[0].id}"
+        plan[chunk_id] = [u.id for u in chunk]
+        header.append(chunk_signature(batch_id, chunk_id, chunk))
+    liveness.record_plan(store, batch_id, plan, replace=True)
     body = reduce_batch.si(batch_id).set(link_error=[chord_error.s(batch_id=batch_id)])
     chord(header)(body)
     _drop_result_subscriptions()

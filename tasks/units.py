@@ -7,11 +7,11 @@ import time
 from functools import partial
 from typing import Any
 
-from celery import Task
+from celery import Signature, Task
 from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 from celery.utils.log import get_task_logger
 
-from tasks import liveness, metrics
+from tasks import liveness, metrics, watchdog
 from tasks.app import app, store
 from tasks.execute import (
     UnitRun,
@@ -189,6 +189,37 @@ def chord_error(task_id: str | None = None, *, batch_id: str) -> None:
     reduce_batch.delay(batch_id)
 
 
+def chunk_signature(batch_id: str, chunk_id: str, units: list[Unit]) -> Signature:
+    soft, hard = chunk_time_limits(units)
+    return run_chunk.signature(
+        (batch_id, chunk_id, [u.model_dump() for u in units]),
+        queue=units[0].queue, soft_time_limit=soft, time_limit=hard,
+    )  # fmt: skip
+
+
+def requeue_units(batch_id: str, unit_ids: list[str]) -> None:
+    """Units whose message was lost (a worker killed between taking it from the queue and
+    recording it as unacknowledged: kombu's Redis transport has that window): new messages."""
+    db = store()
+    info = db.batch(batch_id)
+    if info is None:
+        return
+    batch = validate_batch(info.spec, identity=info.identity)
+    workload = get_workload(batch.spec.workload)
+    wanted = set(unit_ids)
+    units = [u for u in workload.expand(batch) if u.id in wanted]
+    log.warning("batch %s: %d units found in no queue and on no worker: requeued", batch_id,
+                len(units))  # fmt: skip
+    stamp = int(time.time())
+    plan = {}
+    for index in range(0, len(units), workload.chunk_size):
+        chunk = units[index : index + workload.chunk_size]
+        chunk_id = f"requeued-{stamp}-{index}-{chunk[0].id}"
+        plan[chunk_id] = [u.id for u in chunk]
+        chunk_signature(batch_id, chunk_id, chunk).apply_async()
+    liveness.record_plan(db, batch_id, plan)
+
+
 def restore_delivery(tag: str) -> None:
     """Put an orphaned chunk message (its worker died) back at the front of its queue, the way
     kombu does after the visibility timeout."""
@@ -200,6 +231,7 @@ def restore_delivery(tag: str) -> None:
 @worker_ready.connect
 def _start_watchdog(**_: Any) -> None:
     settings = ArenaSettings()
-    liveness.start_watchdog(
-        store(settings), settings.lost_worker_s, restore_delivery, lambda b: reduce_batch.delay(b)
-    )
+    watchdog.start_watchdog(
+        store(settings), settings.lost_worker_s,
+        watchdog.Actions(restore_delivery, requeue_units, lambda b: reduce_batch.delay(b)),
+    )  # fmt: skip

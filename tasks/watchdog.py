@@ -1,0 +1,86 @@
+"""The watchdog every worker runs in its main process (tasks/liveness.py has the records it
+reads). Each sweep, for every running batch:
+
+- a chunk message delivered to a worker that stopped beating goes back to the front of its
+  queue (a dead worker's chunks come back in seconds, not after the visibility timeout);
+- a batch whose stored results have not grown for `lost_after_s` and has units that no message
+  carries any more gets new messages for them (a message lost in kombu's delivery window);
+- a batch whose units are all stored but which nobody is reducing gets its reducer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+
+import redis
+
+from tasks.liveness import lost_units, orphans
+from tasks.store import Store
+
+
+@dataclass
+class Actions:
+    restore: Callable[[str], None]  # a delivery tag -> back at the front of its queue
+    requeue: Callable[[str, list[str]], None]  # (batch, unit ids) -> new chunk messages
+    reduce: Callable[[str], None]  # batch -> start its reducer
+
+
+def watch_once(db: Store, lost_after_s: float, actions: Actions) -> int:
+    """One sweep; returns how many chunks or lost units were given out again."""
+    given = 0
+    for orphan in orphans(db, lost_after_s):
+        if db.status(orphan.batch_id) != "running":
+            continue
+        # One watchdog restores it, however many workers sweep at once.
+        if db.r.set(f"{db.p}restoring:{orphan.tag}", "1", nx=True, px=int(lost_after_s * 1000)):
+            actions.restore(orphan.tag)
+            given += 1
+    for batch_id in db.r.smembers(db.k_running()):
+        if db.status(batch_id) != "running":
+            db.r.srem(db.k_running(), batch_id)
+        elif db.all_stored(batch_id):
+            if not db.r.exists(f"{db.k_batch(batch_id)}:reducer"):
+                actions.reduce(batch_id)
+        elif _stalled(db, batch_id, lost_after_s):
+            given += _requeue_lost(db, batch_id, lost_after_s, actions)
+    return given
+
+
+def _stalled(db: Store, batch_id: str, lost_after_s: float) -> bool:
+    """No new unit result for `lost_after_s` (tracked in Redis: every watchdog shares it)."""
+    key, now = f"{db.k_batch(batch_id)}:stall", time.time()
+    stored = int(db.r.hlen(db.k_units(batch_id)))
+    seen = db.r.get(key)
+    if seen is None or int(seen.split(":")[0]) != stored:
+        db.r.set(key, f"{stored}:{now}")
+        return False
+    return now - float(seen.split(":")[1]) >= lost_after_s
+
+
+def _requeue_lost(db: Store, batch_id: str, lost_after_s: float, actions: Actions) -> int:
+    if not db.r.set(f"{db.k_batch(batch_id)}:lostscan", "1", nx=True,
+                    px=int(lost_after_s * 1000)):  # fmt: skip
+        return 0
+    lost = lost_units(db, batch_id, lost_after_s)
+    if lost:
+        actions.requeue(batch_id, lost)
+        db.r.delete(f"{db.k_batch(batch_id)}:stall")
+    return len(lost)
+
+
+def start_watchdog(db: Store, lost_after_s: float, actions: Actions) -> threading.Thread:
+    """A daemon thread in the worker's main process, sweeping every lost_after_s / 3."""
+
+    def loop() -> None:
+        while True:
+            time.sleep(max(0.5, lost_after_s / 3))
+            with suppress(redis.RedisError):
+                watch_once(db, lost_after_s, actions)
+
+    thread = threading.Thread(target=loop, name="arena-watchdog", daemon=True)
+    thread.start()
+    return thread
