@@ -114,16 +114,18 @@ def _refusal(units: list[Unit], settings: ArenaSettings) -> str | None:
 def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float = 0.0) -> str:
     """Scores from every stored unit result, leaderboard update, done mark — or `incomplete`
     when infrastructure kept units from running. One reducer at a time per batch."""
-    db = store()
-    info = db.batch(batch_id)
-    if info is None or info.status != "running":
-        return info.status if info else "unknown"
-    settings = ArenaSettings()
+    db, settings = store(), ArenaSettings()
+    if db.status(batch_id) != "running":
+        return db.status(batch_id) or "unknown"
     # The claim lapses lost_worker_s after its holder dies (the watchdog then starts another).
     if not db.claim_reducer(batch_id, settings.lost_worker_s):
         return "busy"  # another reducer holds the batch
     renew = partial(db.extend_reducer, batch_id, settings.lost_worker_s)
     try:
+        # Read under the claim: a reducer that finished just before we claimed is seen here.
+        info = db.batch(batch_id)
+        if info is None or info.status != "running":
+            return info.status if info else "unknown"
         with liveness.keep_alive(renew, settings.heartbeat_s):
             return _reduce(self, db, info, seen, stalled_since)
     finally:
