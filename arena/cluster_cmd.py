@@ -181,8 +181,9 @@ def report(db: Store, info: BatchInfo, show: bool = True) -> None:
         if note:
             console.print(note, soft_wrap=True, highlight=False)
     if info.status == "done":
-        table, _ = leaderboard_table(db, info.leaderboard)
-        console.print(table)
+        for board in info.boards:
+            table, _ = leaderboard_table(db, board)
+            console.print(table)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tasks.provenance import Provenance, finished_provenance, provenance_of, utc_iso
-from tasks.store import BatchStatus, Store
+from tasks.store import BatchStatus, Store, by_board
 from tasks.validation import InputError
 from tasks.workloads import get_workload
 from tasks.workloads.base import LeaderboardEntry, UnitResult, ValidatedBatch
@@ -50,7 +50,7 @@ class Report(BaseModel):
     batch_id: str
     run_id: str | None
     workload: str
-    leaderboard: str | None  # None for an in-process run, which writes no board
+    leaderboards: list[str]  # the boards it writes (an in-process run: would write)
     status: BatchStatus
     reason: str | None
     created_at: str  # ISO 8601, UTC
@@ -59,7 +59,7 @@ class Report(BaseModel):
     versions: Provenance  # Arena's version and commit, engine, agent fingerprints, hosts
     counts: Counts
     summary: dict[str, Any] | None
-    results: dict[str, AgentResult]  # per agent, in rank order
+    results: dict[str, dict[str, AgentResult]]  # board -> agent -> result, in rank order
     units: list[UnitResult]  # per unit, in unit order
     log_dir: str | None  # where each unit's whole output was written
 
@@ -69,17 +69,21 @@ def report_schema() -> dict[str, Any]:
 
 
 def agent_results(
-    workload_name: str, entries: list[LeaderboardEntry], provenance: Provenance,
-    units: list[UnitResult],
-) -> dict[str, AgentResult]:  # fmt: skip
-    ranked = get_workload(workload_name).rank(entries)
-    results = {}
-    for rank, e in enumerate(ranked, start=1):
-        own = [u for u in units if u.agent == e.agent]
-        results[e.agent] = AgentResult(
-            rank=rank, score=e.score, stats=e.stats, fingerprint=provenance.agents.get(e.agent),
-            units=len(own), errors=sum(u.status == "error" for u in own),
-        )  # fmt: skip
+    workload_name: str, entries: list[LeaderboardEntry], boards: dict[str, str],
+    provenance: Provenance, units: list[UnitResult],
+) -> dict[str, dict[str, AgentResult]]:  # fmt: skip
+    """Per board, per agent in rank order (units and errors: the agent's in the whole batch)."""
+    workload = get_workload(workload_name)
+    results: dict[str, dict[str, AgentResult]] = {}
+    for board, board_entries in by_board(entries, boards).items():
+        ranked = results.setdefault(board, {})
+        for rank, e in enumerate(workload.rank(board_entries), start=1):
+            own = [u for u in units if u.agent == e.agent]
+            ranked[e.agent] = AgentResult(
+                rank=rank, score=e.score, stats=e.stats,
+                fingerprint=provenance.agents.get(e.agent), units=len(own),
+                errors=sum(u.status == "error" for u in own),
+            )  # fmt: skip
     return results
 
 
@@ -93,7 +97,7 @@ def report_from_store(db: Store, batch_id: str, log_dir: Path | None = None) -> 
         batch_id=info.id,
         run_id=info.run_id,
         workload=info.workload,
-        leaderboard=info.leaderboard,
+        leaderboards=list(info.boards),
         status=info.status,
         reason=info.reason,
         created_at=utc_iso(info.created_at),
@@ -102,7 +106,7 @@ def report_from_store(db: Store, batch_id: str, log_dir: Path | None = None) -> 
         versions=info.provenance,
         counts=Counts(total=info.total, completed=info.completed, errors=info.errors),
         summary=info.summary,
-        results=agent_results(info.workload, info.entries, info.provenance, units),
+        results=agent_results(info.workload, info.entries, info.boards, info.provenance, units),
         units=units,
         log_dir=str(log_dir) if log_dir else None,
     )
@@ -115,15 +119,17 @@ def in_process_report(
     """The report of a batch run in this process (no Redis, no leaderboard)."""
     workload = get_workload(batch.spec.workload)
     reduction = workload.reduce(batch, results)
+    boards = workload.boards(batch)
     provenance, _ = finished_provenance(provenance_of(batch, run_id), created_at, results)
     errors = sum(r.status == "error" for r in results)
     return Report(
-        batch_id=batch.batch_id, run_id=run_id, workload=workload.name, leaderboard=None,
+        batch_id=batch.batch_id, run_id=run_id, workload=workload.name,
+        leaderboards=list(boards),
         status="done", reason=None, created_at=utc_iso(created_at),
         finished_at=provenance.finished_at, config=batch.normalised(), versions=provenance,
         counts=Counts(total=len(results), completed=len(results), errors=errors),
         summary=reduction.summary,
-        results=agent_results(workload.name, reduction.entries, provenance, results),
+        results=agent_results(workload.name, reduction.entries, boards, provenance, results),
         units=results, log_dir=str(log_dir) if log_dir else None,
     )  # fmt: skip
 

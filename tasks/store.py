@@ -4,52 +4,33 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 import redis
-from pydantic import BaseModel, ConfigDict
 
 from tasks.identity import BatchIdentity
 from tasks.provenance import Provenance
+from tasks.records import (
+    FINISHED,
+    BatchInfo,
+    BatchStatus,
+    LeaderboardRow,
+    as_entries,
+    by_board,
+)
 from tasks.validation import InputError
 from tasks.workloads.base import LeaderboardEntry, Reduction, UnitResult
 
-# incomplete: every unit ran, but some could not be run for infrastructure reasons (lost
-# worker, lost unit): no score is written, and resubmitting retries those units.
-BatchStatus = Literal["running", "done", "incomplete", "failed", "cancelled"]
-FINISHED: tuple[BatchStatus, ...] = ("done", "incomplete", "failed", "cancelled")
-
-
-class BatchInfo(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    id: str
-    workload: str
-    leaderboard: str
-    status: BatchStatus
-    total: int
-    completed: int = 0
-    errors: int = 0  # of which infrastructure_errors are not the agents' doing
-    infrastructure_errors: int = 0
-    created_at: float
-    finished_at: float | None = None
-    reason: str | None = None
-    summary: dict[str, Any] | None = None
-    entries: list[LeaderboardEntry] = []  # this batch's own scores (a board keeps the latest)
-    spec: dict[str, Any]  # normalised (tasks.workloads.base.normalise)
-    identity: BatchIdentity
-    provenance: Provenance
-    run_id: str | None = None
-
-
-class LeaderboardRow(BaseModel):
-    agent: str
-    score: float
-    stats: dict[str, Any]
-    batch: str
-    updated_at: float
-    provenance: dict[str, Any] = {}
+__all__ = [
+    "FINISHED",
+    "BatchInfo",
+    "BatchStatus",
+    "LeaderboardRow",
+    "Store",
+    "as_entries",
+    "by_board",
+]
 
 
 class Store:
@@ -90,7 +71,7 @@ class Store:
         self,
         spec: dict[str, Any],
         workload: str,
-        leaderboard: str,
+        boards: dict[str, str],
         total: int,
         identity: BatchIdentity,
         provenance: Provenance,
@@ -104,7 +85,8 @@ class Store:
                     "id": batch_id,
                     "spec": json.dumps(spec),
                     "workload": workload,
-                    "leaderboard": leaderboard,
+                    "leaderboard": ", ".join(boards),
+                    "boards": json.dumps(boards),
                     "status": "running",
                     "total": total,
                     "created_at": now,
@@ -156,7 +138,7 @@ class Store:
         data["completed"] = self.r.hlen(self.k_units(batch_id))
         data["errors"] = self.r.scard(self.k_errors(batch_id))
         data["infrastructure_errors"] = self.r.scard(self.k_infra(batch_id))
-        for key in ("spec", "summary", "identity", "provenance", "entries"):
+        for key in ("spec", "summary", "identity", "provenance", "entries", "boards"):
             if key in data:
                 data[key] = json.loads(data[key])
         return BatchInfo.model_validate(data)
@@ -279,23 +261,21 @@ class Store:
         self,
         batch_id: str,
         reduction: Reduction,
-        leaderboard: str,
+        boards: dict[str, str],
         provenance: Provenance,
         entry_provenance: dict[str, dict[str, Any]],
     ) -> None:
         """Summary, leaderboard entries with their provenance, history and the done mark: one
-        MULTI/EXEC."""
+        MULTI/EXEC. Each entry goes to its own board (LeaderboardEntry.board; the first board
+        by default)."""
         now = time.time()
         with self.r.pipeline(transaction=True) as pipe:
-            self._publish(
-                pipe, batch_id, leaderboard, provenance.protocol_fingerprint,
-                reduction.entries, entry_provenance, now,
-            )  # fmt: skip
-            for entry in reduction.entries:  # history keeps every evaluation
-                point = {"batch": batch_id, "score": entry.score, "at": now}
-                pipe.zadd(
-                    f"{self.k_lb(leaderboard)}:history:{entry.agent}", {json.dumps(point): now}
-                )
+            for board, entries in by_board(reduction.entries, boards).items():
+                self._publish(pipe, batch_id, board, boards[board], entries, entry_provenance, now)
+                for entry in entries:  # history keeps every evaluation
+                    point = {"batch": batch_id, "score": entry.score, "at": now}
+                    key = f"{self.k_lb(board)}:history:{entry.agent}"
+                    pipe.zadd(key, {json.dumps(point): now})
             pipe.hset(
                 self.k_batch(batch_id),
                 mapping={
@@ -307,33 +287,38 @@ class Store:
                     "provenance": provenance.model_dump_json(),
                 },
             )
+            pipe.srem(self.k_running(), batch_id)
             pipe.execute()
 
     def republish(self, batch_id: str) -> None:
         """A finished batch submitted again (same spec, same agents: nothing to run) is again
-        the agents' latest evaluation: its entries go back on the board, with no new history
+        the agents' latest evaluation: its entries go back on its boards, with no new history
         point (nothing was evaluated anew)."""
         info = self.batch(batch_id)
-        if info is None or info.status != "done":
+        if info is None or info.status != "done" or not info.boards:
             return
         raw = self.r.hget(self.k_batch(batch_id), "entry_provenance")
+        provenance = json.loads(raw) if raw else {}
+        now = time.time()
         with self.r.pipeline(transaction=True) as pipe:
-            self._publish(
-                pipe, batch_id, info.leaderboard, info.provenance.protocol_fingerprint,
-                info.entries, json.loads(raw) if raw else {}, time.time(),
-            )  # fmt: skip
+            for board, entries in by_board(info.entries, info.boards).items():
+                self._publish(pipe, batch_id, board, info.boards[board], entries, provenance, now)
             pipe.execute()
 
     def _publish(
-        self, pipe: Any, batch_id: str, leaderboard: str, protocol: str,
+        self, pipe: Any, batch_id: str, board: str, protocol: str,
         entries: Sequence[LeaderboardEntry], entry_provenance: dict[str, dict[str, Any]],
         now: float,
     ) -> None:  # fmt: skip
         """The agent's latest evaluation under the board's protocol replaces its entry."""
-        lb = self.k_lb(leaderboard)
+        lb = self.k_lb(board)
         pipe.set(f"{lb}:protocol", protocol)
-        pipe.sadd(f"{self.p}leaderboards", leaderboard)
+        pipe.sadd(f"{self.p}leaderboards", board)
         for entry in entries:
+            row_provenance = {
+                **entry_provenance.get(entry.agent, {}),
+                "protocol_fingerprint": protocol,
+            }
             pipe.zadd(lb, {entry.agent: entry.score})
             pipe.hset(
                 f"{lb}:entry:{entry.agent}",
@@ -342,7 +327,7 @@ class Store:
                     "stats": json.dumps(entry.stats),
                     "batch": batch_id,
                     "updated_at": now,
-                    "provenance": json.dumps(entry_provenance.get(entry.agent, {})),
+                    "provenance": json.dumps(row_provenance),
                 },
             )
 
@@ -372,7 +357,3 @@ class Store:
 
     def history(self, name: str, agent: str) -> list[dict[str, Any]]:
         return [json.loads(p) for p in self.r.zrange(f"{self.k_lb(name)}:history:{agent}", 0, -1)]
-
-
-def as_entries(rows: Iterable[LeaderboardRow]) -> list[LeaderboardEntry]:
-    return [LeaderboardEntry(agent=r.agent, score=r.score, stats=r.stats) for r in rows]

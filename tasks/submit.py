@@ -20,7 +20,7 @@ from tasks.workloads.base import Unit, ValidatedBatch
 
 class Submission(BaseModel):
     batch_id: str
-    leaderboard: str
+    leaderboard: str  # the boards the batch writes, comma-separated
     total: int
     reused: int  # unit results already stored (resume)
     enqueued: int  # units sent to workers
@@ -34,22 +34,22 @@ def chunked(units: list[Unit], size: int) -> list[list[Unit]]:
     return [q[i : i + size] for q in by_queue.values() for i in range(0, len(q), size)]
 
 
-def check_leaderboard(store: Store, batch: ValidatedBatch, claim: bool = False) -> str:
-    """The board's name; refused when it holds another protocol. With `claim`, an empty board
-    is claimed for this protocol at once (atomically), so two specs submitted back to back
-    cannot both pass the check."""
-    name = batch.leaderboard_name()
-    fingerprint = batch.protocol_fingerprint
-    if claim:
-        existing: str | None = store.claim_leaderboard(name, fingerprint)
-    else:
-        existing = store.leaderboard_protocol(name)
-    if existing is not None and existing != fingerprint:
-        raise InputError(
-            f"leaderboard: {name!r} holds results of a different protocol (items, protocol or "
-            "params differ); name another leaderboard"
-        )
-    return name
+def check_leaderboards(store: Store, batch: ValidatedBatch, claim: bool = False) -> dict[str, str]:
+    """The batch's boards (name -> protocol fingerprint); refused when one holds another
+    protocol. With `claim`, an empty board is claimed for this protocol at once (atomically), so
+    two specs submitted back to back cannot both pass the check."""
+    boards = get_workload(batch.spec.workload).boards(batch)
+    for name, fingerprint in boards.items():
+        if claim:
+            existing: str | None = store.claim_leaderboard(name, fingerprint)
+        else:
+            existing = store.leaderboard_protocol(name)
+        if existing is not None and existing != fingerprint:
+            raise InputError(
+                f"leaderboard: {name!r} holds results of a different protocol (items, protocol "
+                "or params differ); name another leaderboard"
+            )
+    return boards
 
 
 def submit(
@@ -66,7 +66,8 @@ def submit(
     previous run was interrupted, knows nothing else is working on it).
     """
     workload = get_workload(batch.spec.workload)
-    leaderboard = check_leaderboard(store, batch)
+    boards = check_leaderboards(store, batch)
+    leaderboard = ", ".join(boards)
     units = workload.expand(batch)
     batch_id = batch.batch_id
     longest = max(chunk_time_limits(c)[1] for c in chunked(units, workload.chunk_size))
@@ -82,7 +83,7 @@ def submit(
             f"--fresh: batch {batch_id} is running; cancel it first (arena cancel {batch_id}) "
             "or wait for it"
         )
-    check_leaderboard(store, batch, claim=True)  # every refusal above comes first
+    check_leaderboards(store, batch, claim=True)  # every refusal above comes first
     if run_id:
         store.label_run(run_id, batch_id)
     if resume_running and info is not None and info.status == "running":
@@ -104,7 +105,7 @@ def submit(
             enqueued=0, state="already-done",
         )  # fmt: skip
     store.start_batch(
-        batch.normalised(), workload.name, leaderboard, len(units), batch.identity,
+        batch.normalised(), workload.name, boards, len(units), batch.identity,
         provenance_of(batch, run_id),
     )  # fmt: skip
     state: Literal["enqueued", "reducing"] = "enqueued" if missing else "reducing"

@@ -161,7 +161,7 @@ def _reduce(self: Task, db: Store, info: BatchInfo, seen: int, stalled_since: fl
     try:
         reduction = workload.reduce(batch, ordered)
         provenance, per_agent = finished_provenance(info.provenance, info.created_at, ordered)
-        db.finish_batch(info.id, reduction, info.leaderboard, provenance, per_agent)
+        db.finish_batch(info.id, reduction, info.boards, provenance, per_agent)
     except Exception as exc:
         log.exception("reducing batch %s failed", info.id)
         db.set_status(info.id, "failed", f"reducer: {type(exc).__name__}: {exc}")

@@ -79,6 +79,7 @@ class LeaderboardEntry(BaseModel):
     agent: str
     score: float  # the primary score, the sorted set's value
     stats: dict[str, Any]
+    board: str | None = None  # which of the batch's boards (Workload.boards); None: the first
 
 
 class Reduction(BaseModel):
@@ -185,6 +186,11 @@ class Workload(ABC):
 
     def check(self, batch: ValidatedBatch) -> None:  # noqa: B027 (optional hook)
         """Cross-field checks of a whole spec; raise InputError naming the field."""
+
+    def boards(self, batch: ValidatedBatch) -> dict[str, str]:
+        """The leaderboards a batch writes: name -> the protocol fingerprint the board holds.
+        One board for the whole batch unless a workload splits it (Mario: one per level)."""
+        return {batch.leaderboard_name(): batch.protocol_fingerprint}
 
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
         """What identifies the agent's code: a declared `version`, else the files of its entry

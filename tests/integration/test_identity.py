@@ -67,7 +67,7 @@ def test_a_changed_agent_is_new_work_and_an_unchanged_one_resumes(tmp_path: Path
     env = embedded_env(tmp_path / "data")
     first = run_json(spec, env, tmp_path)
     assert first["submission"]["enqueued"] == 3
-    assert first["results"]["fixed"]["stats"]["best_arm_rate"] == 0.0
+    assert first["results"]["mine"]["fixed"]["stats"]["best_arm_rate"] == 0.0
     again = run_json(spec, env, tmp_path)
     assert again["batch_id"] == first["batch_id"]
     assert (again["submission"]["enqueued"], again["submission"]["reused"]) == (0, 3)
@@ -75,7 +75,7 @@ def test_a_changed_agent_is_new_work_and_an_unchanged_one_resumes(tmp_path: Path
     changed = run_json(spec, env, tmp_path)
     assert changed["batch_id"] != first["batch_id"]
     assert changed["submission"]["enqueued"] == 3
-    assert changed["results"]["fixed"]["stats"]["best_arm_rate"] == 1.0
+    assert changed["results"]["mine"]["fixed"]["stats"]["best_arm_rate"] == 1.0
     fingerprints = {run["versions"]["agents"]["fixed"]["digest"] for run in (first, changed)}
     assert len(fingerprints) == 2
 
@@ -146,7 +146,7 @@ def test_arena_run_and_game_benchmark_share_one_board(tmp_path: Path):
     bench = arena("game", "benchmark", "--cluster", "--output", "json", env=env)
     assert bench.returncode == 0, bench.stderr
     assert json.loads(bench.stdout)["composite_score"] == pytest.approx(
-        json.loads(ran.stdout)["results"]["builtin"]["score"]
+        json.loads(ran.stdout)["results"]["alympics"]["builtin"]["score"]
     )
     board = json.loads(arena("leaderboard", "alympics", "--json", env=env).stdout)
     assert [e["agent"] for e in board["entries"]] == ["builtin"]
