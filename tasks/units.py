@@ -218,8 +218,14 @@ def requeue_units(batch_id: str, unit_ids: list[str]) -> None:
         chunk = units[index : index + workload.chunk_size]
         chunk_id = f"requeued-{stamp}-{index}-{chunk[0].id}"
         plan[chunk_id] = [u.id for u in chunk]
-        chunk_signature(batch_id, chunk_id, chunk).apply_async()
+        # Nothing waits on its result: no subscription to it (this runs in a worker's main
+        # process, whose result subscriptions do not survive a Redis restart).
+        chunk_signature(batch_id, chunk_id, chunk).apply_async(ignore_result=True)
     liveness.record_plan(db, batch_id, plan)
+
+
+def start_reducer(batch_id: str) -> None:
+    reduce_batch.apply_async((batch_id,), ignore_result=True)
 
 
 def restore_delivery(tag: str) -> None:
@@ -235,5 +241,5 @@ def _start_watchdog(**_: Any) -> None:
     settings = ArenaSettings()
     watchdog.start_watchdog(
         store(settings), settings.lost_worker_s,
-        watchdog.Actions(restore_delivery, requeue_units, lambda b: reduce_batch.delay(b)),
+        watchdog.Actions(restore_delivery, requeue_units, start_reducer),
     )  # fmt: skip

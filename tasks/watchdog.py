@@ -10,16 +10,18 @@ reads). Each sweep, for every running batch:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 
 import redis
 
 from tasks.liveness import lost_units, orphans
 from tasks.store import Store
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,8 +80,12 @@ def start_watchdog(db: Store, lost_after_s: float, actions: Actions) -> threadin
     def loop() -> None:
         while True:
             time.sleep(max(0.5, lost_after_s / 3))
-            with suppress(redis.RedisError):
+            try:
                 watch_once(db, lost_after_s, actions)
+            except redis.RedisError:
+                pass  # an outage: the next sweep tries again
+            except Exception:  # the watchdog must outlive anything one sweep meets
+                log.exception("watchdog sweep failed; trying again")
 
     thread = threading.Thread(target=loop, name="arena-watchdog", daemon=True)
     thread.start()
