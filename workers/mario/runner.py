@@ -1,0 +1,212 @@
+"""One Mario episode: an agent on one level (or the full game), or a replay of an action log.
+
+Randomness comes only from the agent's own seeded generator and from sticky actions, drawn from
+`random.Random(env_seed)`: the emulator is deterministic, so the action log and env_seed replay
+an episode bit for bit. Field definitions: docs/mario.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import random
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from workers.agents import Agent
+from workers.mario.agents import check_action
+from workers.mario.emulator import Frame, Game, game_for
+from workers.mario.protocol import (
+    FULL_GAME,
+    Level,
+    MarioProtocol,
+    action_bytes,
+    action_names,
+    check_level,
+    level_target,
+)
+
+
+class EpisodeOutcome(BaseModel):
+    """What one episode produced; `actions` replays it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    level: Level  # "1-1" .. "8-4" or "full-game"
+    completed: bool  # the flag (or axe) reached; full game: 8-4 cleared
+    world: int  # where the episode ended; full game: the furthest level
+    stage: int
+    max_x: int  # the maximum x_pos of the steps in the level's main area (docs/mario.md)
+    steps: int  # agent decisions
+    frames: int  # frames the agent's buttons were held (env.step calls)
+    emulator_frames: int  # frames + those the env skips itself (death, pipes, between lives)
+    coins: int
+    time_remaining: int  # the game clock at the end
+    lives_lost: int
+    wall_s: float
+    levels_completed: int | None = None  # full game only
+    furthest_level: str | None = None  # full game only
+    actions: str  # base64 of the zlib-compressed action indices, one byte per step
+
+
+def encode_actions(actions: bytes | bytearray) -> str:
+    return base64.b64encode(zlib.compress(bytes(actions), 9)).decode("ascii")
+
+
+def decode_actions(actions: str) -> bytes:
+    try:
+        return zlib.decompress(base64.b64decode(actions, validate=True))
+    except (binascii.Error, zlib.error, ValueError) as error:
+        raise ValueError(f"actions: not an action log ({error})") from None
+
+
+def run_episode(
+    level: str, agent: Agent, protocol: MarioProtocol, env_seed: int, agent_seed: int
+) -> EpisodeOutcome:
+    """Play one episode with the agent; its exceptions (InvalidAction included) propagate."""
+    check_level(level)
+    game = game_for(level)
+    size = len(action_names(protocol.action_set))
+    started = time.perf_counter()
+    agent.reset(
+        seed=agent_seed,
+        level=level,
+        action_set=protocol.action_set,
+        actions=action_names(protocol.action_set),
+    )
+
+    def choose(observation: dict[str, Any]) -> int:
+        return check_action(agent.act(observation), size)
+
+    return _play(level, game, protocol, env_seed, choose, None, started)
+
+
+def replay_episode(
+    level: str,
+    actions: str,
+    protocol: MarioProtocol,
+    env_seed: int,
+    on_frame: Callable[[Frame], None] | None = None,
+) -> EpisodeOutcome:
+    """Play an action log again; the outcome equals the recorded one but for wall_s.
+
+    on_frame gets the reset frame, then the frame after each frame the agent's buttons were
+    held (the screen env.step would return), each a copy of its own (for GIF/MP4 replays)."""
+    check_level(level)
+    log = decode_actions(actions)
+    size = len(action_names(protocol.action_set))
+    for action in log:
+        check_action(action, size)
+    game = game_for(level)
+    started = time.perf_counter()
+    replayed = iter(log)
+
+    def choose(observation: dict[str, Any]) -> int:
+        # A log shorter than the episode it claims would otherwise end the replay silently.
+        action = next(replayed, None)
+        if action is None:
+            raise ValueError("actions: the log ends before the episode does")
+        return action
+
+    copies = None if on_frame is None else lambda screen: on_frame(screen.copy())
+    outcome = _play(level, game, protocol, env_seed, choose, copies, started)
+    if outcome.steps != len(log):
+        raise ValueError(f"actions: the episode ended after {outcome.steps} of {len(log)} steps")
+    return outcome.model_copy(update={"actions": actions})
+
+
+def _play(
+    level: str,
+    game: Game,
+    protocol: MarioProtocol,
+    env_seed: int,
+    choose: Callable[[dict[str, Any]], int],
+    on_frame: Callable[[Frame], None] | None,
+    started: float,
+) -> EpisodeOutcome:
+    buttons = action_bytes(protocol.action_set)
+    sticky = random.Random(env_seed)
+    info = game.reset()
+    if on_frame is not None:
+        on_frame(game.screen)
+    track = _Tracker(level, info, game.area)
+    log = bytearray()
+    frames = 0
+    while len(log) < protocol.max_steps and not (game.done or game.finished):
+        action = choose({"frame": game.screen, "info": info})
+        log.append(action)
+        ran, info = game.step(
+            buttons[action], protocol.frame_skip, protocol.sticky_p, sticky, on_frame
+        )
+        frames += ran
+        if track.step(info, game.area):
+            break  # a warp zone left the single stage: cleared without its flag
+    return track.outcome(
+        game,
+        info,
+        steps=len(log),
+        frames=frames,
+        wall_s=time.perf_counter() - started,
+        actions=encode_actions(log),
+    )
+
+
+class _Tracker:
+    """max_x, the furthest level and the levels completed, from the steps' info."""
+
+    def __init__(self, level: str, info: dict[str, Any], area: int) -> None:
+        self.level = level
+        self.target = level_target(level)
+        self.furthest = (int(info["world"]), int(info["stage"]))
+        self.main_area = area  # the area the level starts in
+        self.max_x: int | None = None
+        self.levels_completed = 0
+        self.warped = False
+
+    def step(self, info: dict[str, Any], area: int) -> bool:
+        """Take one step's info; True when the level changed under a single-stage episode."""
+        here = (int(info["world"]), int(info["stage"]))
+        if here > self.furthest:
+            if self.target is not None:
+                self.warped = True  # a warp zone: the stage is left, its flag never reached
+                return True
+            # A new level (a flag, an axe, or a warp zone): its own main area and x from now on.
+            self.furthest, self.main_area, self.max_x = here, area, None
+            self.levels_completed += 1
+        if here == self.furthest and area == self.main_area:
+            x = int(info["x_pos"])
+            self.max_x = x if self.max_x is None or x > self.max_x else self.max_x
+        return False
+
+    def outcome(self, game: Game, info: dict[str, Any], **fields: Any) -> EpisodeOutcome:
+        world, stage = self.target or self.furthest
+        if self.target is None:
+            completed = game.finished
+            full: dict[str, Any] = {
+                "levels_completed": self.levels_completed + completed,
+                "furthest_level": f"{world}-{stage}",
+                "lives_lost": game.lives_lost,
+            }
+        else:
+            completed = self.warped or bool(info["flag_get"])
+            # A single stage ends at the death, before the game takes the life.
+            full = {"lives_lost": int(game.done and not completed)}
+        return EpisodeOutcome(
+            level=self.level,
+            completed=completed,
+            world=world,
+            stage=stage,
+            max_x=self.max_x if self.max_x is not None else 0,
+            emulator_frames=fields["frames"] + game.skipped,
+            coins=int(info["coins"]),
+            time_remaining=int(info["time"]),
+            **full,
+            **fields,
+        )
+
+
+__all__ = ["FULL_GAME", "EpisodeOutcome", "replay_episode", "run_episode"]
