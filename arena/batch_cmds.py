@@ -168,7 +168,7 @@ def leaderboard_command(name: str | None, as_json: bool) -> None:
         if as_json:
             cluster_cmd.print_json({"name": name, "entries": payload})
         else:
-            cluster_cmd.console.print(table)
+            cluster_cmd.print_board(table)
 
 
 @click.command("logs")

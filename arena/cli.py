@@ -17,6 +17,7 @@ from arena.embedded import DataDirInUse
 from arena.errors import InputError, RunFailed
 from arena.game_cmd import benchmark_command
 from arena.inputs import read_json
+from arena.mario_cmd import mario_group
 from arena.score_cmd import SCORERS, score
 from tasks.provenance import version_line
 
@@ -119,6 +120,7 @@ def game_group() -> None:
 
 
 game_group.add_command(benchmark_command)
+cli.add_command(mario_group)
 
 
 def main(argv: list[str] | None = None) -> None:

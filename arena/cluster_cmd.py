@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 import redis
 import yaml
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from arena.embedded import embedded_cluster, embedded_redis, forget_broker_state
 from arena.report import Report, report_from_store, write_logs
@@ -23,7 +22,7 @@ from arena.tables import leaderboard_view
 from tasks.liveness import waiting_on_lost_workers
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import load_spec_file
-from tasks.store import FINISHED, BatchInfo, Store
+from tasks.store import FINISHED, BatchInfo, Store, as_entries
 from tasks.validation import InputError, RunFailed
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import UnitResult, ValidatedBatch
@@ -137,12 +136,23 @@ class Outage:
         self.since = None
 
 
-def leaderboard_table(db: Store, name: str) -> tuple[Table, list[dict[str, Any]]]:
-    """The board as a table (columns declared by its workload: arena/tables.py) and as JSON."""
+def leaderboard_table(db: Store, name: str) -> tuple[RenderableType, list[dict[str, Any]]]:
+    """The board as its workload prints it (its rubric's table, or the generic one from the
+    columns it declares: arena/tables.py) and as JSON."""
     rows = db.leaderboard(name)
     batch = db.batch(rows[0].batch) if rows else None
     workload = get_workload(batch.workload) if batch else None
-    return leaderboard_view(name, rows, workload)
+    table, payload = leaderboard_view(name, rows, workload)
+    text = workload.format_board(name, as_entries(rows)) if workload and rows else None
+    return (text or table), payload
+
+
+def print_board(board: RenderableType) -> None:
+    """A rubric's own table (text) is printed as it is: long lines, never wrapped or cut."""
+    if isinstance(board, str):
+        click.echo(board)
+    else:
+        console.print(board)
 
 
 def error_summary(
@@ -183,7 +193,7 @@ def report(db: Store, info: BatchInfo, show: bool = True) -> None:
     if info.status == "done":
         for board in info.boards:
             table, _ = leaderboard_table(db, board)
-            console.print(table)
+            print_board(table)
 
 
 @dataclass

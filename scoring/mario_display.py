@@ -80,22 +80,49 @@ def format_aggregate(stats: AggregateStats) -> str:
 
 
 def format_leaderboard(
-    ranked: Sequence[RankedAgent], title: str = "MARIO ARENA LEADERBOARD"
+    ranked: Sequence[RankedAgent], title: str = "MARIO ARENA LEADERBOARD", intervals: bool = False
 ) -> str:
-    """The rubric's table: Rank, Model Name, Score, Success, Avg Steps."""
+    """The rubric's table: Rank, Model Name, Score, Success, Avg Steps; with `intervals`, the
+    success rate's Wilson interval and the interquartile mean with its bootstrap interval beside
+    it (and errors, when an agent had any)."""
     name_width = max([len("Model Name"), *(len(r.name) for r in ranked)]) + 2
     scores = [format_score_display(r.stats.arena_score) for r in ranked]
     score_width = max([len("Score"), *(len(s) for s in scores)])
+    cells = [_interval_cells(r.stats) for r in ranked]
+    shown = [i for i in range(3) if i < 2 or any(c[2] for c in cells)]  # errors: only if any
+    headers = [EXTRA_HEADERS[i] for i in shown]
+    extra = [[c[i] for i in shown] for c in cells]
+    widths = [max([len(h), *(len(e[i]) for e in extra)]) for i, h in enumerate(headers)]
     header = (
         f"{'Rank':<6}{'Model Name':<{name_width}}{'Score':>{score_width}}   {'Success':<9}Avg Steps"
     )
-    rule = "=" * len(header)
-    lines = [rule, title.center(len(header)).rstrip(), rule, header, "-" * len(header)]
-    for row, score in zip(ranked, scores, strict=True):
+    if intervals:
+        header += "".join(f"   {h:<{w}}" for h, w in zip(headers, widths, strict=True))
+    header = header.rstrip()
+    rows = []
+    for row, score, row_cells in zip(ranked, scores, extra, strict=True):
         success = f"{row.stats.success_rate:.0%}"
-        lines.append(
+        line = (
             f"{row.rank:<6}{row.name:<{name_width}}{score:>{score_width}}   "
-            f"{success:<9}{row.stats.avg_steps:.0f}"
+            f"{success:<9}{row.stats.avg_steps:<9.0f}"
         )
-    lines.append(rule)
+        if intervals:
+            line += "".join(f"   {c:<{w}}" for c, w in zip(row_cells, widths, strict=True))
+        rows.append(line.rstrip())
+    width = max([len(header), *(len(r) for r in rows)])
+    rule = "=" * width
+    lines = [rule, title.center(width).rstrip(), rule, header, "-" * width, *rows, rule]
     return "\n".join(lines)
+
+
+EXTRA_HEADERS = ("Success 95% CI", "IQM [95% CI]", "Errors")
+
+
+def _interval_cells(stats: AggregateStats) -> tuple[str, str, str]:
+    low, high = stats.success_ci95
+    iqm_low, iqm_high = stats.iqm_ci95
+    iqm = (
+        f"{format_score_display(stats.iqm_score)} [{format_score_display(iqm_low)}, "
+        f"{format_score_display(iqm_high)}]"
+    )
+    return f"{low:.0%}-{high:.0%}", iqm, str(stats.failed) if stats.failed else ""

@@ -248,5 +248,10 @@ class Workload(ABC):
     def reduce(self, batch: ValidatedBatch, results: Sequence[UnitResult]) -> Reduction:
         """Scores from every unit's raw result (with scoring/), once the batch is complete."""
 
+    def format_board(self, name: str, entries: Sequence[LeaderboardEntry]) -> str | None:
+        """The board as the workload's rubric prints it; None: the generic table
+        (arena/tables.py, from the columns declared above)."""
+        return None
+
     def rank(self, entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
         return sorted(entries, key=lambda e: (-e.score, e.agent))

@@ -99,12 +99,18 @@ def test_full_game_completion_bonus_and_lives_not_scored():
     [
         dict(world=2, stage=1, levels_completed=5),  # 5 levels cannot precede 2-1
         dict(world=8, stage=3, levels_completed=32, completed=True),  # completed ends in 8-4
-        dict(world=8, stage=4, levels_completed=20, completed=True),
+        dict(world=8, stage=4, levels_completed=7, completed=True),  # fewer than warps allow
     ],
 )
 def test_full_game_inconsistent_progress_is_refused(fields: dict[str, object]):
     with pytest.raises(ValidationError):
         FullGameResult.model_validate({"full_game": True, "max_x_pos": 10, "steps": 5, **fields})
+
+
+def test_a_game_finished_through_the_warp_zones_is_completed():
+    run = FullGameResult(full_game=True, world=8, stage=4, max_x_pos=3000, levels_completed=8,
+                         steps=4000, completed=True)  # fmt: skip
+    assert compute_full_game_score(run) > 10_000_000
 
 
 def test_warp_zones_allow_fewer_completed_levels():
@@ -211,6 +217,25 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_iqm():
     constant = aggregate_scores([episode()] * 5)
     assert constant.iqm_ci95 == (constant.iqm_score, constant.iqm_score)
     assert constant.std_score == 0
+
+
+def test_failed_episodes_count_and_never_score_better_than_play():
+    played = [episode(completed=True, max_x_pos=3000, steps=400, time_remaining=200),
+              episode(max_x_pos=900)]  # fmt: skip
+    clean = aggregate_scores(played)
+    with_errors = aggregate_scores(played, failed=2)
+    assert with_errors.episodes == 4 and with_errors.failed == 2
+    assert with_errors.arena_score == clean.arena_score  # best-of-N: the errors cannot be best
+    assert with_errors.success_rate == 0.25 and clean.success_rate == 0.5
+    assert with_errors.mean_score == pytest.approx(sum(compute_arena_score(e) for e in played) / 4)
+    assert with_errors.avg_steps == clean.avg_steps  # averages of play, over the played
+    only_errors = aggregate_scores([], failed=3, frame_skip=4)
+    assert (only_errors.arena_score, only_errors.best_episode, only_errors.success_rate) == (
+        0.0, -1, 0.0,
+    )  # fmt: skip
+    # An agent whose play scores below 0 is not helped by its errors either.
+    awful = aggregate_scores([episode(max_x_pos=0, steps=1_000_000)], failed=1)
+    assert awful.mean_score == compute_arena_score(episode(max_x_pos=0, steps=1_000_000))
 
 
 def test_aggregate_refuses_mixed_frame_skips_and_empty_input():

@@ -1,0 +1,211 @@
+"""Workload `mario`: Super Mario Bros on the real emulator (seeds/mario-arena-scoring.md).
+
+A unit is one agent × one level (or the full game) × one episode; a batch writes one leaderboard
+per level (`mario-1-1`, `mario-full-game`). The emulator is imported only inside a unit, so specs
+are checked where the `mario` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from scoring.mario import (
+    AggregateStats,
+    AnyEpisode,
+    EpisodeResult,
+    FullGameResult,
+    aggregate_scores,
+    compute_arena_score,
+    rank,
+)
+from scoring.mario_display import format_leaderboard
+from tasks.identity import protocol_fingerprint
+from tasks.spec import Name, SpecModel
+from tasks.workloads.base import (
+    LeaderboardEntry,
+    QueueName,
+    Reduction,
+    Unit,
+    UnitResult,
+    ValidatedBatch,
+    Workload,
+)
+from workers.agents import ENTRY_POINT, Agent, AgentChanged, load_entry_point
+from workers.fingerprint import AgentFingerprint, file_fingerprint
+from workers.mario.protocol import FULL_GAME, MarioProtocol, check_level
+
+log = logging.getLogger(__name__)
+BUILTIN_NAMES = ("random", "right", "jump-right")  # workers.mario.agents.BUILTIN (a test checks)
+
+
+class Preprocess(SpecModel):
+    """The observation preprocessing a checkpoint was trained with (the runner applies it)."""
+
+    grayscale: bool = True
+    resize: Annotated[int, Field(ge=8, le=256)] = 84
+    frame_stack: Annotated[int, Field(ge=1, le=16)] = 4
+
+
+class MarioAgentSpec(SpecModel):
+    """A built-in (the name, or `builtin:`), a Python entry point, or a Stable-Baselines3
+    checkpoint (`sb3: path.zip`, with its `preprocess`)."""
+
+    name: Name
+    builtin: str | None = None
+    entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
+    sb3: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    preprocess: Preprocess | None = None
+    device: Literal["cpu", "cuda"] = "cpu"
+    version: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> MarioAgentSpec:
+        kinds = [k for k in ("entry_point", "sb3") if getattr(self, k)]
+        if len(kinds) > 1 or (kinds and self.builtin):
+            raise ValueError("give one of builtin, entry_point or sb3")
+        if not kinds and (self.builtin or self.name) not in BUILTIN_NAMES:
+            raise ValueError(
+                f"unknown built-in agent {self.builtin or self.name!r} (built-ins: "
+                f"{', '.join(BUILTIN_NAMES)}; or give entry_point: package.module:factory, "
+                "or sb3: path/to/model.zip)"
+            )
+        if self.preprocess is not None and not self.sb3:
+            raise ValueError("preprocess: applies to an sb3 checkpoint")
+        return self
+
+
+class MarioLevel(SpecModel):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        try:
+            return check_level(name)
+        except ValueError:
+            raise ValueError(f"unknown level {name!r} (1-1 .. 8-4, or {FULL_GAME})") from None
+
+
+class MarioWorkload(Workload):
+    name = "mario"
+    agent_model = MarioAgentSpec
+    item_model = MarioLevel
+    params_model = MarioProtocol
+    chunk_size = 1  # an episode takes seconds: no batching needed
+    score_header: ClassVar[str] = "Best score"
+
+    def queue(self, agent: Any, item: Any, params: Any) -> QueueName:
+        return "gpu" if agent.device == "cuda" else "cpu"
+
+    def boards(self, batch: ValidatedBatch) -> dict[str, str]:
+        """One board per level; a board's protocol is this level's, so another batch that
+        plays the same level under the same protocol shares it."""
+        prefix = batch.spec.leaderboard or "mario"
+        normalised = batch.normalised()
+        boards = {}
+        for item in normalised["items"]:
+            own = {**normalised, "items": [item]}
+            boards[f"{prefix}-{item['name']}"] = protocol_fingerprint(own)
+        return boards
+
+    def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
+        if agent.sb3 and not agent.version:
+            return file_fingerprint(agent.sb3)
+        return super().fingerprint_agent(agent)
+
+    def run_unit(self, unit: Unit) -> dict[str, Any]:
+        from workers.mario.runner import run_episode  # the emulator: only where units run
+
+        spec = MarioAgentSpec.model_validate(unit.payload["agent"])
+        params = MarioProtocol.model_validate(unit.payload["params"])
+        level = unit.payload["item"]["name"]
+        agent = make_agent(spec, unit.agent_fingerprint)
+        outcome = run_episode(level, agent, params, unit.env_seed, unit.agent_seed)
+        result = outcome.model_dump(mode="json")
+        result["arena_score"] = compute_arena_score(scoring_episode(result, params.frame_skip))
+        return result
+
+    def reduce(self, batch: ValidatedBatch, results: Sequence[UnitResult]) -> Reduction:
+        params: MarioProtocol = batch.params
+        boards = dict(zip((i.name for i in batch.items), self.boards(batch), strict=True))
+        grouped: dict[tuple[str, str], list[UnitResult]] = defaultdict(list)
+        for r in results:
+            grouped[r.item, r.agent].append(r)
+        entries, reasons = [], {}
+        for (level, agent), rows in sorted(grouped.items()):
+            played = [
+                scoring_episode(r.result, params.frame_skip) for r in rows if r.status == "ok"
+            ]
+            failed = [r for r in rows if r.status == "error"]
+            stats = aggregate_scores(
+                played, bootstrap_seed=batch.spec.protocol.seed, failed=len(failed),
+                frame_skip=params.frame_skip,
+            )  # fmt: skip
+            extra = {"level": level, "protocol": params.model_dump(mode="json")}
+            entries.append(LeaderboardEntry(
+                agent=agent, score=stats.arena_score, board=boards[level],
+                stats={**stats.model_dump(mode="json"), **extra},
+            ))  # fmt: skip
+            if failed:
+                reasons[f"{agent} on {level}"] = sorted({r.reason or "" for r in failed})[:3]
+        summary = {"units": len(results), "boards": list(boards.values()), "errors": reasons}
+        return Reduction(summary=summary, entries=entries)
+
+    def rank(self, entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
+        """Best score, then the rubric's tiebreakers: success rate, average score, steps."""
+        by_agent = {e.agent: e for e in entries}
+        ranked = rank({e.agent: aggregate_of(e.stats) for e in entries})
+        return [by_agent[r.name] for r in ranked]
+
+    def format_board(self, name: str, entries: Sequence[LeaderboardEntry]) -> str | None:
+        """The rubric's table, with the intervals beside it."""
+        ranked = rank({e.agent: aggregate_of(e.stats) for e in entries})
+        return format_leaderboard(ranked, title=f"MARIO ARENA LEADERBOARD: {name}", intervals=True)
+
+
+def aggregate_of(stats: dict[str, Any]) -> AggregateStats:
+    return AggregateStats.model_validate(
+        {k: stats[k] for k in AggregateStats.model_fields}, strict=False
+    )
+
+
+def scoring_episode(result: dict[str, Any], frame_skip: int) -> AnyEpisode:
+    """A stored unit result as the rubric's episode (scoring/mario.py)."""
+    common = {
+        "world": result["world"], "stage": result["stage"], "max_x_pos": result["max_x"],
+        "steps": result["steps"], "completed": result["completed"], "coins": result["coins"],
+        "frame_skip": frame_skip,
+    }  # fmt: skip
+    if result["level"] == FULL_GAME:
+        return FullGameResult(
+            full_game=True, levels_completed=result["levels_completed"] or 0,
+            lives_lost=result["lives_lost"], **common,
+        )  # fmt: skip
+    return EpisodeResult(time_remaining=result["time_remaining"], **common)
+
+
+def make_agent(spec: MarioAgentSpec, fingerprint: AgentFingerprint | None) -> Agent:
+    if spec.entry_point:
+        agent: Agent = load_entry_point(spec.entry_point, fingerprint)
+        return agent
+    if spec.sb3:
+        from workers.mario.sb3 import load_checkpoint_agent
+
+        if fingerprint is not None and fingerprint.kind == "file":
+            here = file_fingerprint(spec.sb3)  # the copy on this worker is the one submitted
+            if here.digest != fingerprint.digest:
+                raise AgentChanged(f"{spec.sb3} differs from the checkpoint submitted")
+
+        pre = spec.preprocess or Preprocess()
+        return load_checkpoint_agent(
+            spec.sb3, grayscale=pre.grayscale, resize=pre.resize, frame_stack=pre.frame_stack,
+            device=spec.device,
+        )  # fmt: skip
+    from workers.mario.agents import BUILTIN
+
+    return BUILTIN[spec.builtin or spec.name]()
