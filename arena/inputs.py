@@ -13,7 +13,15 @@ from arena.errors import InputError, describe_validation_error
 from scoring._common import StrictModel
 from scoring.alympics import AlympicsInput
 from scoring.mario import AnyEpisode, EpisodeResult, FullGameResult
-from scoring.race import DimensionScores, RaceWeights, Score, Thresholds
+from scoring.race import (
+    DIMENSIONS,
+    DimensionName,
+    DimensionScores,
+    RaceMeasures,
+    RaceWeights,
+    Score,
+    Thresholds,
+)
 
 
 class RaceAgentInput(StrictModel):
@@ -29,9 +37,14 @@ class RaceAgentInput(StrictModel):
 
 
 class RaceInput(StrictModel):
+    """Dimension scores given directly. ``measured``: the dimensions the race measures (default:
+    every dimension some agent gives, plus tests and lint whenever build is among them); only an
+    unmeasured dimension leaves the composite (scoring.race.apply_race_rules)."""
+
     task: str | None = None
     weights: RaceWeights = RaceWeights()
     thresholds: Thresholds = Thresholds()
+    measured: list[DimensionName] | None = None
     agents: Annotated[list[RaceAgentInput], Field(min_length=1)]
 
     @model_validator(mode="after")
@@ -40,6 +53,12 @@ class RaceInput(StrictModel):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"agents: duplicate agent names {duplicates}")
+        if self.measured is not None:
+            repeated = sorted({d for d in self.measured if self.measured.count(d) > 1})
+            if repeated:
+                raise ValueError(f"measured: {repeated[0]} is listed twice")
+            if not self.measured:
+                raise ValueError(f"measured: name at least one of {', '.join(DIMENSIONS)}")
         return self
 
 
@@ -155,7 +174,22 @@ def parse_mario(data: Any) -> AnyEpisode | list[AnyEpisode] | dict[str, list[Any
     return parse_episode(data)
 
 
-def parse_race(data: Any) -> RaceInput:
+def is_race_measures(data: Any) -> bool:
+    """A race's raw measures rather than dimension scores: a top-level baseline or configured, or
+    an agent with a diff."""
+    if not isinstance(data, dict):
+        return False
+    if "baseline" in data or "configured" in data:
+        return True
+    agents = data.get("agents")
+    return isinstance(agents, list) and any(isinstance(a, dict) and "diff" in a for a in agents)
+
+
+def parse_race(data: Any) -> RaceInput | RaceMeasures:
+    """Dimension scores (RaceInput) or raw measures (scoring.race.RaceMeasures)."""
+    if is_race_measures(data):
+        measures: RaceMeasures = _validate(TypeAdapter(RaceMeasures), data, "")
+        return measures
     parsed: RaceInput = _validate(TypeAdapter(RaceInput), data, "")
     return parsed
 

@@ -9,6 +9,7 @@ from arena.errors import InputError
 from arena.inputs import parse_alympics, parse_mario, parse_race
 from scoring import alympics, mario, race
 from scoring.mario_display import format_aggregate, format_episode_breakdown, format_leaderboard
+from scoring.race import RaceMeasures
 
 
 def _mario(data: Any) -> tuple[str, dict[str, Any]]:
@@ -41,26 +42,42 @@ def _mario(data: Any) -> tuple[str, dict[str, Any]]:
 def _race(data: Any) -> tuple[str, dict[str, Any]]:
     spec = parse_race(data)
     try:
-        scored = race.score_agents({a.name: a.scores() for a in spec.agents}, spec.weights)
+        if isinstance(spec, RaceMeasures):
+            outcome = race.score_race(spec)
+        else:
+            outcome = race.score_race_dimensions(
+                {a.name: a.scores() for a in spec.agents},
+                weights=spec.weights,
+                thresholds=spec.thresholds,
+                measured=spec.measured,
+                task=spec.task,
+            )
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    ranked = race.rank_agents(scored)
-    verdict = race.race_verdict(ranked, spec.thresholds)
+    raw = (
+        {a.name: a.model_dump(mode="json", exclude={"name"}) for a in spec.agents}
+        if isinstance(spec, RaceMeasures)
+        else {}
+    )
     payload = {
-        "task": spec.task,
-        "verdict": verdict.value,
-        "winner": ranked[0].name,
+        "task": outcome.task,
+        "verdict": outcome.verdict.value,
+        "winner": outcome.winner,
+        "measured": outcome.measured,
         "agents": [
             {
                 "rank": r.rank,
                 "name": r.name,
                 "composite": r.composite,
                 "scores": r.scores.model_dump(mode="json"),
+                "notes": r.notes,
+                **({"measures": raw[r.name]} if raw else {}),
             }
-            for r in ranked
+            for r in outcome.agents
         ],
     }
-    return race.format_race_results(ranked, spec.task, verdict), payload
+    text = race.format_race_results(outcome.agents, outcome.task, outcome.verdict)
+    return text, payload
 
 
 def _alympics(data: Any) -> tuple[str, dict[str, Any]]:

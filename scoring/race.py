@@ -2,19 +2,27 @@
 
 Dimension functions take measurements; scores that need other agents (speed) or the baseline
 (tests, lint) take those explicitly, so the reducer computes them once every check is in.
+
+Two inputs reach the same rules (``apply_race_rules``, ``calculate_composite``, ``rank_agents``):
+dimension scores given directly (``score_agents`` / ``score_race_dimensions``), and the raw
+measures of a race (exit codes, parsed counts, diff stats, durations: ``score_race``).
+The rules (SEED-NOTES): a dimension leaves the composite, and the weights are renormalised over
+the others, only when the *race* does not measure it (no command configured), the same for every
+agent; a failed build makes tests and lint 0, never "missing".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from scoring._common import StrictModel, clamp, format_half_up
 
-DIMENSIONS = ("build", "tests", "lint", "diff_size", "speed")
+DimensionName = Literal["build", "tests", "lint", "diff_size", "speed"]
+DIMENSIONS: tuple[DimensionName, ...] = ("build", "tests", "lint", "diff_size", "speed")
 # Finite, bounded floats: an infinite weight or score would make the composite NaN.
 Score = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
 # Weights are relative (the rubric's sum to 100). The bounds keep every sum finite and every
@@ -22,7 +30,13 @@ Score = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
 MAX_WEIGHT = 1_000_000
 MIN_POSITIVE_WEIGHT = 1e-6
 Weight = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0)]
+# Counts (tests, lint findings, diff lines) far above any real run, yet exact as floats: a ratio
+# of two 400-digit integers would overflow a float.
+MAX_COUNT = 10**15
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+# Negative: killed by a signal (Python's convention); up to 2**32 - 1: Windows' status codes.
+ExitCode = Annotated[int, Field(ge=-(2**31), le=2**32 - 1)]
+Duration = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class RaceWeights(StrictModel):
@@ -74,6 +88,16 @@ class LintCounts(StrictModel):
     errors: Count
 
 
+class DimensionResult(StrictModel):
+    """One dimension's score and what the reader should know about how it was reached."""
+
+    score: Score
+    notes: list[str] = Field(default_factory=list)
+
+
+# -- the five dimensions ---------------------------------------------------------------------------
+
+
 def score_build(exit_code: int) -> float:
     return 100.0 if exit_code == 0 else 0.0
 
@@ -95,11 +119,22 @@ def score_tests(agent: TestCounts, baseline: TestCounts) -> float:
     return clamp(pass_rate * 100 + bonus - regression_penalty, 0, 100)
 
 
+def score_tests_without_baseline(agent: TestCounts) -> float:
+    """The formula without its baseline terms (no new-test bonus, no regression penalty): used
+    when the baseline's counts are unknown, which is not the same as a baseline of 0 tests."""
+    return agent.passed / agent.total * 100 if agent.total else 0.0
+
+
 def score_lint(agent: LintCounts, baseline: LintCounts) -> float:
     new_errors = max(0, agent.errors - baseline.errors)
     new_warnings = max(0, agent.warnings - baseline.warnings)
     resolved = max(0, (baseline.errors + baseline.warnings) - (agent.errors + agent.warnings))
     return clamp(100 - new_errors * 10 - new_warnings * 2 + resolved * 1, 0, 100)
+
+
+def score_lint_without_baseline(agent: LintCounts) -> float:
+    """Baseline unknown: every finding counts as new, nothing as resolved."""
+    return clamp(100 - agent.errors * 10 - agent.warnings * 2, 0, 100)
 
 
 def score_diff_size(lines_added: int, lines_removed: int, files_changed: int) -> float:
@@ -133,14 +168,157 @@ def score_speed(durations: Mapping[str, float]) -> dict[str, float]:
     return {name: fastest / d * 100 for name, d in floored.items()}
 
 
-def calculate_composite(scores: DimensionScores, weights: RaceWeights) -> float:
-    """Weighted mean over the measured dimensions: missing ones are renormalised away."""
-    present = [(getattr(scores, d), getattr(weights, d)) for d in DIMENSIONS]
-    present = [(s, w) for s, w in present if s is not None]
-    total_weight = sum(w for _, w in present)
-    if total_weight == 0:
-        raise ValueError("composite: no measured dimension carries weight")
-    return float(sum(s * w for s, w in present) / total_weight)
+# -- raw measures of one command -------------------------------------------------------------------
+
+
+class BuildOutcome(StrictModel):
+    exit_code: ExitCode
+    timed_out: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class TestOutcome(StrictModel):
+    """A test command's run; counts None: its output was not parsed (exit code only)."""
+
+    __test__ = False
+
+    exit_code: ExitCode
+    timed_out: bool = False
+    counts: TestCounts | None = None
+    runner: str | None = None
+
+
+class LintOutcome(StrictModel):
+    """A lint command's run; counts None: its output was not parsed (exit code only)."""
+
+    exit_code: ExitCode
+    timed_out: bool = False
+    counts: LintCounts | None = None
+    linter: str | None = None
+
+
+NO_BASELINE_TERMS = "pass rate only (no new-test bonus, no regression penalty)"
+
+
+def _baseline_trouble(baseline: TestOutcome | LintOutcome | None) -> str:
+    """Why a baseline's counts cannot be used (called only when they cannot)."""
+    if baseline is None:
+        return "no baseline run"
+    if baseline.timed_out:
+        return "the baseline timed out"
+    return "the baseline's output was not parsed"
+
+
+def score_tests_outcome(agent: TestOutcome, baseline: TestOutcome | None) -> DimensionResult:
+    """Timed out: 0. Counts parsed: the rubric's formula against the baseline's counts, or without
+    the baseline terms when those are unknown. Counts not parsed: the exit code decides."""
+    if agent.timed_out:
+        return DimensionResult(score=0.0, notes=["tests timed out"])
+    if agent.counts is None:
+        return DimensionResult(
+            score=score_tests_exit_code(agent.exit_code),
+            notes=["tests: output not parsed: scored by the exit code"],
+        )
+    if baseline is not None and not baseline.timed_out and baseline.counts is not None:
+        return DimensionResult(score=score_tests(agent.counts, baseline.counts))
+    return DimensionResult(
+        score=score_tests_without_baseline(agent.counts),
+        notes=[f"tests: {_baseline_trouble(baseline)}: {NO_BASELINE_TERMS}"],
+    )
+
+
+def score_lint_outcome(agent: LintOutcome, baseline: LintOutcome | None) -> DimensionResult:
+    """Timed out: 0. Counts parsed: against the baseline's, or every finding new when those are
+    unknown. Counts not parsed: the exit code decides (0 → 100, else 0)."""
+    if agent.timed_out:
+        return DimensionResult(score=0.0, notes=["lint timed out"])
+    if agent.counts is None:
+        return DimensionResult(
+            score=100.0 if agent.exit_code == 0 else 0.0,
+            notes=["lint: output not parsed: scored by the exit code"],
+        )
+    if baseline is not None and not baseline.timed_out and baseline.counts is not None:
+        return DimensionResult(score=score_lint(agent.counts, baseline.counts))
+    return DimensionResult(
+        score=score_lint_without_baseline(agent.counts),
+        notes=[f"lint: {_baseline_trouble(baseline)}: every finding counts as new"],
+    )
+
+
+# -- the race's rules, shared by both inputs -------------------------------------------------------
+
+BUILD_FAILED_NOTE = "build failed: tests and lint not run"
+
+
+def resolve_measured(
+    agents: Iterable[DimensionScores], measured: Iterable[DimensionName] | None = None
+) -> list[DimensionName]:
+    """The dimensions the race measures, in DIMENSIONS order: those named, or by default every
+    dimension some agent gives, plus tests and lint whenever build is among them (a race that
+    builds also tests and lints, as the rubric's configuration does)."""
+    if measured is not None:
+        chosen = set(measured)
+    else:
+        chosen = {d for s in agents for d in DIMENSIONS if getattr(s, d) is not None}
+        if "build" in chosen:
+            chosen |= {"tests", "lint"}
+    return [d for d in DIMENSIONS if d in chosen]
+
+
+def apply_race_rules(
+    scores: DimensionScores, measured: Collection[DimensionName], where: str = ""
+) -> tuple[DimensionScores, list[str]]:
+    """One agent's dimension scores under the race's rules: build is 0 or 100; a failed build
+    makes tests and lint 0 whatever was given; every other measured dimension must be given, and
+    no unmeasured one. ``where`` ('agents[1]') prefixes the field an error names."""
+    prefix = f"{where}." if where else ""
+    for d in DIMENSIONS:
+        if d not in measured and getattr(scores, d) is not None:
+            raise ValueError(
+                f"{prefix}{d}: given, but the race does not measure {d} "
+                f"(measured: {', '.join(measured) or 'none'})"
+            )
+    if scores.build is not None and scores.build not in (0, 100):
+        raise ValueError(f"{prefix}build: must be 0 or 100")
+    notes: list[str] = []
+    if "build" in measured and scores.build == 0:
+        scores = scores.model_copy(update={d: 0.0 for d in ("tests", "lint") if d in measured})
+        notes.append(BUILD_FAILED_NOTE)
+    for d in measured:
+        if getattr(scores, d) is None:
+            raise ValueError(
+                f"{prefix}{d}: missing; the race measures {d} "
+                '(list the measured dimensions in "measured" to leave one out)'
+            )
+    return scores, notes
+
+
+def check_measured_weight(weights: RaceWeights, measured: Collection[DimensionName]) -> None:
+    if not measured:
+        raise ValueError("measured: no dimension is measured (no agent gives a score)")
+    if sum(getattr(weights, d) for d in measured) == 0:
+        raise ValueError(
+            f"composite: no measured dimension carries weight (measured: {', '.join(measured)})"
+        )
+
+
+def calculate_composite(
+    scores: DimensionScores, weights: RaceWeights, measured: Collection[DimensionName]
+) -> float:
+    """Weighted mean over the race's measured dimensions, the weights renormalised over them (as
+    if an unmeasured dimension weighed 0). Every measured dimension must have a score."""
+    check_measured_weight(weights, measured)
+    total_weight = sum(getattr(weights, d) for d in measured)
+    weighted = 0.0
+    for d in measured:
+        value = getattr(scores, d)
+        if value is None:
+            raise ValueError(f"{d}: missing; the race measures {d}")
+        weighted += value * getattr(weights, d)
+    return float(weighted / total_weight)
 
 
 class Thresholds(StrictModel):
@@ -168,40 +346,56 @@ class AgentScore(StrictModel):
     name: str
     scores: DimensionScores
     composite: float
+    notes: list[str] = Field(default_factory=list)
 
 
-class RankedAgent(StrictModel):
+class ScoredAgent(StrictModel):
     rank: int
     name: str
-    scores: DimensionScores
     composite: float
+    scores: DimensionScores
+    notes: list[str] = Field(default_factory=list)
 
 
-def score_agents(agents: Mapping[str, DimensionScores], weights: RaceWeights) -> list[AgentScore]:
-    return [
-        AgentScore(name=name, scores=s, composite=calculate_composite(s, weights))
-        for name, s in agents.items()
-    ]
+RankedAgent = ScoredAgent  # its former name
 
 
-def rank_agents(agents: Sequence[AgentScore]) -> list[RankedAgent]:
+def score_agents(
+    agents: Mapping[str, DimensionScores],
+    weights: RaceWeights,
+    measured: Iterable[DimensionName] | None = None,
+) -> list[AgentScore]:
+    """Composites under the race's rules; measured: see resolve_measured (None: the default).
+    Errors name the agent by its position in ``agents`` ('agents[1].tests: missing; ...')."""
+    dims = resolve_measured(agents.values(), measured)
+    check_measured_weight(weights, dims)
+    scored: list[AgentScore] = []
+    for i, (name, given) in enumerate(agents.items()):
+        scores, notes = apply_race_rules(given, dims, f"agents[{i}]")
+        composite = calculate_composite(scores, weights, dims)
+        scored.append(AgentScore(name=name, scores=scores, composite=composite, notes=notes))
+    return scored
+
+
+def rank_agents(agents: Sequence[AgentScore]) -> list[ScoredAgent]:
     """By composite, descending; exact ties share a rank, listed by name."""
     ordered = sorted(agents, key=lambda a: (-a.composite, a.name))
-    ranked: list[RankedAgent] = []
+    ranked: list[ScoredAgent] = []
     for position, agent in enumerate(ordered, start=1):
         tie = ranked and ranked[-1].composite == agent.composite
         ranked.append(
-            RankedAgent(
+            ScoredAgent(
                 rank=ranked[-1].rank if tie else position,
                 name=agent.name,
-                scores=agent.scores,
                 composite=agent.composite,
+                scores=agent.scores,
+                notes=agent.notes,
             )
         )
     return ranked
 
 
-def race_verdict(ranked: Sequence[RankedAgent], thresholds: Thresholds | None = None) -> Verdict:
+def race_verdict(ranked: Sequence[ScoredAgent], thresholds: Thresholds | None = None) -> Verdict:
     """Winner >= auto_merge_minimum: auto-merge; winner < fail_maximum: all failed; else review."""
     limits = thresholds or Thresholds()
     if not ranked:
@@ -214,9 +408,204 @@ def race_verdict(ranked: Sequence[RankedAgent], thresholds: Thresholds | None = 
     return Verdict.REVIEW
 
 
+class RaceOutcome(StrictModel):
+    task: str | None
+    verdict: Verdict
+    winner: str | None
+    measured: list[DimensionName]
+    agents: list[ScoredAgent]
+
+
+def _outcome(
+    task: str | None,
+    measured: list[DimensionName],
+    scored: Sequence[AgentScore],
+    thresholds: Thresholds,
+) -> RaceOutcome:
+    ranked = rank_agents(scored)
+    return RaceOutcome(
+        task=task,
+        verdict=race_verdict(ranked, thresholds),
+        winner=ranked[0].name if ranked else None,
+        measured=measured,
+        agents=ranked,
+    )
+
+
+def score_race_dimensions(
+    agents: Mapping[str, DimensionScores],
+    *,
+    weights: RaceWeights | None = None,
+    thresholds: Thresholds | None = None,
+    measured: Iterable[DimensionName] | None = None,
+    task: str | None = None,
+) -> RaceOutcome:
+    """A race from dimension scores given directly (the rubric's table)."""
+    weights = weights or RaceWeights()
+    dims = resolve_measured(agents.values(), measured)
+    scored = score_agents(agents, weights, dims)
+    return _outcome(task, dims, scored, thresholds or Thresholds())
+
+
+# -- a race from its raw measures ------------------------------------------------------------------
+
+
+class DiffStats(StrictModel):
+    lines_added: Count
+    lines_removed: Count
+    files_changed: Count
+
+
+class CommandsConfigured(StrictModel):
+    """Which commands the race runs; one not configured leaves the composite for every agent."""
+
+    build: bool = True
+    tests: bool = True
+    lint: bool = True
+
+
+class AgentMeasures(StrictModel):
+    name: Annotated[str, Field(min_length=1)]
+    build: BuildOutcome | None = None  # None: not run
+    tests: TestOutcome | None = None  # None: not run (not configured, or skipped: build failed)
+    lint: LintOutcome | None = None
+    diff: DiffStats
+    duration_s: Duration | None = None  # speed is measured iff every agent has one
+
+
+class BaselineMeasures(StrictModel):
+    """The test and lint commands run in the original repository (once per race)."""
+
+    tests: TestOutcome | None = None
+    lint: LintOutcome | None = None
+
+
+class RaceMeasures(StrictModel):
+    task: str | None = None
+    weights: RaceWeights = RaceWeights()
+    thresholds: Thresholds = Thresholds()
+    configured: CommandsConfigured = CommandsConfigured()
+    baseline: BaselineMeasures = BaselineMeasures()
+    agents: Annotated[list[AgentMeasures], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> RaceMeasures:
+        names = [a.name for a in self.agents]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"agents: duplicate agent names {duplicates}")
+        return self
+
+
+_COMMANDS: tuple[Literal["build", "tests", "lint"], ...] = ("build", "tests", "lint")
+
+
+def measured_dimensions(measures: RaceMeasures) -> list[DimensionName]:
+    """build/tests/lint where configured, diff_size always, speed iff every agent has a duration.
+    Raises ValueError (naming the field) for measures that contradict the configuration."""
+    configured = measures.configured
+    for command in ("tests", "lint"):
+        if not getattr(configured, command) and getattr(measures.baseline, command) is not None:
+            raise ValueError(
+                f"baseline.{command}: given, but the race runs no {command} command "
+                f"(configured.{command} is false)"
+            )
+    for i, agent in enumerate(measures.agents):
+        for command in _COMMANDS:
+            if not getattr(configured, command) and getattr(agent, command) is not None:
+                raise ValueError(
+                    f"agents[{i}].{command}: given, but the race runs no {command} command "
+                    f"(configured.{command} is false)"
+                )
+    timed = [a.duration_s is not None for a in measures.agents]
+    if any(timed) and not all(timed):
+        missing = timed.index(False)
+        raise ValueError(
+            f"agents[{missing}].duration_s: missing; speed is measured only when every agent "
+            f"has a duration (agents[{timed.index(True)}] has one)"
+        )
+    chosen = {c for c in _COMMANDS if getattr(configured, c)} | {"diff_size"}
+    if all(timed):
+        chosen.add("speed")
+    return [d for d in DIMENSIONS if d in chosen]
+
+
+def _agent_scores(
+    agent: AgentMeasures,
+    where: str,
+    measures: RaceMeasures,
+    speed: Mapping[str, float],
+) -> tuple[DimensionScores, list[str]]:
+    """The raw measures of one agent as dimension scores (tests and lint left out when its build
+    failed: apply_race_rules makes them 0) and the notes on how they were reached."""
+    configured = measures.configured
+    values: dict[str, float] = {}
+    notes: list[str] = []
+    build_failed = False
+    if configured.build:
+        if agent.build is None:
+            raise ValueError(
+                f"{where}.build: missing; the race runs a build command (configured.build)"
+            )
+        values["build"] = 100.0 if agent.build.passed else 0.0
+        build_failed = not agent.build.passed
+        if agent.build.timed_out:
+            notes.append("build timed out")
+    if not build_failed:
+        if configured.tests:
+            if agent.tests is None:
+                raise ValueError(
+                    f"{where}.tests: missing; the race runs tests (configured.tests) and this "
+                    "agent's build did not fail"
+                )
+            result = score_tests_outcome(agent.tests, measures.baseline.tests)
+            values["tests"] = result.score
+            notes += result.notes
+        if configured.lint:
+            if agent.lint is None:
+                raise ValueError(
+                    f"{where}.lint: missing; the race runs lint (configured.lint) and this "
+                    "agent's build did not fail"
+                )
+            result = score_lint_outcome(agent.lint, measures.baseline.lint)
+            values["lint"] = result.score
+            notes += result.notes
+    diff = agent.diff
+    values["diff_size"] = score_diff_size(diff.lines_added, diff.lines_removed, diff.files_changed)
+    if agent.name in speed:
+        values["speed"] = speed[agent.name]
+    return DimensionScores(**values), notes
+
+
+def score_race(measures: RaceMeasures) -> RaceOutcome:
+    """Score a race from its raw measures. Raises ValueError, naming the field, when the measures
+    contradict each other or the configuration."""
+    dims = measured_dimensions(measures)
+    check_measured_weight(measures.weights, dims)
+    speed: dict[str, float] = {}
+    if "speed" in dims:
+        durations = {a.name: a.duration_s for a in measures.agents if a.duration_s is not None}
+        speed = score_speed(durations)
+    scored: list[AgentScore] = []
+    for i, agent in enumerate(measures.agents):
+        where = f"agents[{i}]"
+        given, notes = _agent_scores(agent, where, measures, speed)
+        scores, rule_notes = apply_race_rules(given, dims, where)
+        composite = calculate_composite(scores, measures.weights, dims)
+        notes += rule_notes
+        scored.append(AgentScore(name=agent.name, scores=scores, composite=composite, notes=notes))
+    return _outcome(measures.task, dims, scored, measures.thresholds)
+
+
+# -- display ---------------------------------------------------------------------------------------
+
+
 def format_composite(value: float) -> str:
     """One decimal, half up: 93.25 -> 93.3 (as the rubric prints it)."""
     return format_half_up(value, 1)
+
+
+_LABELS = ("BUILD", "TESTS", "LINT", "DIFF", "SPEED")
 
 
 def _cell(label: str, value: float | None, build_failed: bool) -> str:
@@ -228,26 +617,42 @@ def _cell(label: str, value: float | None, build_failed: bool) -> str:
 
 
 def format_race_results(
-    ranked: Sequence[RankedAgent], task: str | None = None, verdict: Verdict | None = None
+    ranked: Sequence[ScoredAgent],
+    task: str | None = None,
+    verdict: Verdict | None = None,
+    branches: Mapping[str, str] | None = None,
+    merge_hint: str | None = None,
 ) -> str:
+    """The rubric's CLI layout: one aligned row per agent (an unmeasured dimension, or tests and
+    lint after a failed build, show '--'), the winner (with its branch when known), the merge
+    hint, the verdict, then any notes."""
     title = f'Race Results — Task: "{task}"' if task else "Race Results"
     name_width = max([len(r.name) for r in ranked] or [0]) + 2
-    lines = [title, "=" * max(44, len(title)), ""]
+    rows: list[list[str]] = []
     for r in ranked:
         s = r.scores
         failed = s.build is not None and s.build == 0
-        cells = " ".join(
-            _cell(label, getattr(s, dim), failed)
-            for label, dim in zip(
-                ("BUILD", "TESTS", "LINT", "DIFF", "SPEED"), DIMENSIONS, strict=True
-            )
+        rows.append(
+            [
+                _cell(label, getattr(s, dim), failed)
+                for label, dim in zip(_LABELS, DIMENSIONS, strict=True)
+            ]
         )
-        lines.append(
-            f"  #{r.rank:<2} {r.name:<{name_width}} "
-            f"{format_composite(r.composite):>5} / 100    {cells}"
-        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_LABELS))] if rows else []
+    lines = [title, "=" * max(44, len(title)), ""]
+    for r, row in zip(ranked, rows, strict=True):
+        cells = " ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        row_text = f"  #{r.rank:<2} {r.name:<{name_width}} {format_composite(r.composite):>5} / 100"
+        lines.append(f"{row_text}    {cells}".rstrip())
     if ranked:
-        lines += ["", f"Winner: {ranked[0].name}"]
+        winner = ranked[0].name
+        branch = (branches or {}).get(winner)
+        lines += ["", f"Winner: {winner}" + (f" (branch: {branch})" if branch else "")]
+        if merge_hint:
+            lines.append(merge_hint)
     if verdict is not None:
         lines.append(f"Verdict: {verdict.value}")
+    notes = [f"  {r.name}: {note}" for r in ranked for note in r.notes]
+    if notes:
+        lines += ["", "Notes:", *notes]
     return "\n".join(lines)

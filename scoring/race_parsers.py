@@ -1,20 +1,23 @@
-"""Test-output parsers for the race's tests dimension: pytest, jest, cargo test, go test.
+"""Test-output parsers for the race's tests dimension: pytest, jest, cargo test, go test, and
+JUnit XML reports (pytest --junitxml and the many tools that write the same format).
 
 Each parser returns counts, or None when the text is not that runner's; ``parse_test_output``
 tries them (or the one named) and otherwise falls back to the exit code, as the rubric says.
-Formats are checked against real captured output in tests/race/captured/.
+Formats are checked against real captured output in tests/race/captured/. Pure: text in, counts
+out (the reducer reads the files and runs the commands).
 """
 
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Literal
 
 from scoring._common import StrictModel
-from scoring.race import TestCounts, score_tests, score_tests_exit_code
+from scoring.race import DimensionResult, TestCounts, TestOutcome, score_tests_outcome
 
-RunnerName = Literal["pytest", "jest", "cargo", "go"]
+RunnerName = Literal["junit", "pytest", "jest", "cargo", "go"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PYTEST_SUMMARY = re.compile(
@@ -107,7 +110,53 @@ def parse_go(text: str) -> TestCounts | None:
     return TestCounts(passed=outcomes.count("ok"), failed=outcomes.count("FAIL"), errors=broken)
 
 
+MAX_JUNIT_CHARS = 32 * 1024 * 1024  # far above a real report of thousands of tests
+_XML_DECLARATIONS = re.compile(r"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
+
+
+def _local(tag: object) -> str:
+    """The element's name without a namespace ('{urn:x}testcase' -> 'testcase')."""
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def parse_junit_xml(text: str) -> TestCounts | None:
+    """Counts from a JUnit XML report: every <testcase>, with a <failure> child failed, else with
+    an <error> child an error, else with a <skipped> child skipped, else passed (one outcome per
+    test case: a failing test whose teardown also errors is one failure). The suites' own
+    tests/failures attributes are not read: writers disagree on them.
+
+    None when the text is not JUnit XML (not XML, or its root is neither <testsuites> nor
+    <testsuite>), and for XML with a DOCTYPE or entity declarations (never expanded: a report
+    has no use for them) or over MAX_JUNIT_CHARS.
+    """
+    if len(text) > MAX_JUNIT_CHARS or not text.lstrip("\ufeff \t\r\n").startswith("<"):
+        return None
+    if _XML_DECLARATIONS.search(text):
+        return None
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None
+    if _local(root.tag) not in ("testsuites", "testsuite"):
+        return None
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    for case in root.iter():
+        if _local(case.tag) != "testcase":
+            continue
+        children = {_local(child.tag) for child in case}
+        if "failure" in children:
+            counts["failed"] += 1
+        elif "error" in children:
+            counts["errors"] += 1
+        elif "skipped" in children:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return TestCounts(**counts)
+
+
 PARSERS: dict[RunnerName, Callable[[str], TestCounts | None]] = {
+    "junit": parse_junit_xml,
     "cargo": parse_cargo,
     "jest": parse_jest,
     "go": parse_go,
@@ -124,6 +173,12 @@ class TestReport(StrictModel):
     exit_code: int
     counts: TestCounts | None
 
+    def outcome(self, timed_out: bool = False) -> TestOutcome:
+        """As the race's raw measures hold it (scoring.race.TestOutcome)."""
+        return TestOutcome(
+            exit_code=self.exit_code, timed_out=timed_out, counts=self.counts, runner=self.runner
+        )
+
 
 def parse_test_output(text: str, exit_code: int, runner: RunnerName | None = None) -> TestReport:
     candidates = [runner] if runner else list(PARSERS)
@@ -134,8 +189,8 @@ def parse_test_output(text: str, exit_code: int, runner: RunnerName | None = Non
     return TestReport(runner="exit-code", exit_code=exit_code, counts=None)
 
 
-def score_tests_report(agent: TestReport, baseline: TestReport) -> float:
-    """The tests score: the rubric's formula when the agent's counts are known, else exit code."""
-    if agent.counts is None:
-        return score_tests_exit_code(agent.exit_code)
-    return score_tests(agent.counts, baseline.counts or TestCounts(passed=0))
+def score_tests_report(agent: TestReport, baseline: TestReport | None) -> DimensionResult:
+    """The tests score (scoring.race.score_tests_outcome): the rubric's formula when the agent's
+    counts are known, without the baseline terms (and a note) when the baseline's are not, else
+    the exit code."""
+    return score_tests_outcome(agent.outcome(), baseline.outcome() if baseline else None)

@@ -59,22 +59,93 @@ def test_mario_full_game():
     assert out["arena_score"] == pytest.approx(21_954.4)
 
 
-def test_race_ranks_by_composite_with_missing_and_null_dimensions():
+def test_race_rubric_example_reproduces_the_seed():
+    path = str(EXAMPLES / "race-example.json")
+    out = json.loads(arena("score", "race", path, "--json").stdout)
+    assert [(a["name"], a["rank"]) for a in out["agents"]] == [
+        ("Codex CLI", 1), ("Claude Code", 2), ("Cursor CLI", 3)
+    ]  # fmt: skip
+    assert [a["composite"] for a in out["agents"]] == pytest.approx([93.25, 91.25, 16.0])
+    assert (out["winner"], out["verdict"]) == ("Codex CLI", "auto-merge")
+    cursor = out["agents"][2]
+    assert cursor["scores"] == {"build": 0, "tests": 0, "lint": 0, "diff_size": 60, "speed": 70}
+    assert cursor["notes"] == ["build failed: tests and lint not run"]
+    assert "measures" not in cursor
+    human = arena("score", "race", path).stdout.splitlines()
+    assert human[3:6] == [
+        "  #1  Codex CLI      93.3 / 100    [BUILD: ✓] [TESTS: 80] [LINT: 100] [DIFF: 95] [SPEED: 100]",  # noqa: E501
+        "  #2  Claude Code    91.3 / 100    [BUILD: ✓] [TESTS: 95] [LINT: 90]  [DIFF: 75] [SPEED: 80]",  # noqa: E501
+        "  #3  Cursor CLI     16.0 / 100    [BUILD: ✗] [TESTS: --] [LINT: --]  [DIFF: 60] [SPEED: 70]",  # noqa: E501
+    ]
+
+
+def test_race_failed_build_makes_tests_and_lint_0():
+    out = score_json("race", {"agents": [
+        {"name": "a", "build": 0, "diff_size": 60, "speed": 70},  # formerly 29.09
+        {"name": "b", "build": 0, "tests": 80, "lint": 90, "diff_size": 60, "speed": 70},  # 53.5
+    ]})  # fmt: skip
+    assert [a["composite"] for a in out["agents"]] == pytest.approx([16.0, 16.0])
+    assert [a["rank"] for a in out["agents"]] == [1, 1]  # a tie
+    assert out["agents"][1]["scores"]["tests"] == 0 and out["agents"][1]["scores"]["lint"] == 0
+    assert out["measured"] == ["build", "tests", "lint", "diff_size", "speed"]
+
+
+def test_race_measured_leaves_a_dimension_out_for_everyone():
     out = score_json(
         "race",
         {
-            "weights": {"build": 30, "tests": 30, "lint": 15, "diff_size": 15, "speed": 10},
+            "measured": ["build", "lint", "diff_size", "speed"],
             "agents": [
-                {"name": "Codex CLI", "build": 100, "tests": 80, "lint": 100, "diff_size": 95,
-                 "speed": 100},
-                {"name": "no-tests", "build": 100, "tests": None, "lint": 100, "diff_size": 100},
+                {"name": "Codex CLI", "build": 100, "lint": 100, "diff_size": 95, "speed": 100},
+                {"name": "no-tests", "build": 100, "tests": None, "lint": 100, "diff_size": 100,
+                 "speed": 50},
             ],
         },
     )  # fmt: skip
-    assert [(a["name"], a["rank"]) for a in out["agents"]] == [("no-tests", 1), ("Codex CLI", 2)]
-    assert out["agents"][0]["composite"] == pytest.approx(100.0)
-    assert out["agents"][1]["composite"] == pytest.approx(93.25)
-    assert out["verdict"] == "auto-merge"
+    # Codex: (3000 + 1500 + 1425 + 1000) / 70 = 98.57...; no-tests: (3000 + 1500 + 1500 + 500) / 70
+    assert [(a["name"], a["composite"]) for a in out["agents"]] == [
+        ("Codex CLI", pytest.approx(6925 / 70)), ("no-tests", pytest.approx(6500 / 70))
+    ]  # fmt: skip
+    assert out["measured"] == ["build", "lint", "diff_size", "speed"]
+
+
+def test_race_raw_measures_example():
+    path = str(EXAMPLES / "race-raw-measures.json")
+    out = json.loads(arena("score", "race", path, "--json").stdout)
+    assert out["measured"] == ["build", "tests", "lint", "diff_size", "speed"]
+    # By hand (tests/scoring/test_race.py::test_score_race_by_hand): 97.75, 96.68, 17.1988...
+    assert [(a["name"], a["composite"]) for a in out["agents"]] == [
+        ("Codex CLI", pytest.approx(97.75)),
+        ("Claude Code", pytest.approx(96.68)),
+        ("Cursor CLI", pytest.approx((67.6 * 15 + 3600 / 51 * 10) / 100)),
+    ]
+    assert out["agents"][0]["scores"]["tests"] == pytest.approx(92.5)
+    raw = json.loads((EXAMPLES / "race-raw-measures.json").read_text())["agents"]
+    codex = next(a for a in raw if a["name"] == "Codex CLI")
+    assert (
+        out["agents"][0]["measures"]["tests"]["counts"]["passed"]
+        == codex["tests"]["counts"]["passed"]
+    )
+    assert out["agents"][0]["measures"]["diff"] == codex["diff"]
+    assert out["agents"][2]["notes"] == ["build failed: tests and lint not run"]
+    human = arena("score", "race", path).stdout
+    assert "  #1  Codex CLI      97.8 / 100    [BUILD: ✓] [TESTS: 93]  [LINT: 100]" in human
+    assert "[BUILD: ✗] [TESTS: --]  [LINT: --]  [DIFF: 68]  [SPEED: 71]" in human
+
+
+RAW_AGENT = {"name": "a", "build": {"exit_code": 0}, "tests": {"exit_code": 0},
+             "lint": {"exit_code": 0}, "diff": {"lines_added": 1, "lines_removed": 0,
+                                                "files_changed": 1}}  # fmt: skip
+
+
+def test_race_raw_measures_with_an_unparsed_baseline_say_so():
+    agent = {**RAW_AGENT, "tests": {"exit_code": 1, "counts": {"passed": 3, "failed": 1}}}
+    out = score_json("race", {"baseline": {"tests": {"exit_code": 1}}, "agents": [agent]})
+    (only,) = out["agents"]
+    assert only["scores"]["tests"] == pytest.approx(75.0)  # 3/4, no bonus for 4 "new" tests
+    assert any("baseline's output was not parsed" in n for n in only["notes"])
+    assert "Notes:" in arena("score", "race", "-", stdin=json.dumps(
+        {"baseline": {"tests": {"exit_code": 1}}, "agents": [agent]})).stdout  # fmt: skip
 
 
 def test_alympics_json_names_the_composite():
@@ -119,6 +190,64 @@ EPISODE = {"world": 1, "stage": 1, "completed": True, "max_x_pos": 3266, "steps"
         ),
         ("race", {"agents": [{"name": "a", "build": 1}, {"name": "a"}]}, "duplicate"),
         ("race", {"agents": [{"name": "a", "speed": 50}], "weights": {"speed": 0}}, "dimension"),
+        (
+            "race",
+            {"agents": [{"name": "a", "build": 50, "tests": 1, "lint": 1}]},
+            "agents[0].build: must be 0 or 100",
+        ),
+        (
+            "race",
+            {
+                "agents": [
+                    {"name": "a", "build": 100, "tests": 80, "lint": 100},
+                    {"name": "b", "build": 100, "lint": 100},
+                ]
+            },
+            "agents[1].tests: missing; the race measures tests (list the measured dimensions in "
+            '"measured" to leave one out)',
+        ),
+        (
+            "race",
+            {"measured": ["build", "style"], "agents": [{"name": "a", "build": 100}]},
+            "measured[1]",
+        ),
+        (
+            "race",
+            {"measured": ["lint"], "agents": [{"name": "a", "build": 100, "lint": 1}]},
+            "agents[0].build: given, but the race does not measure build",
+        ),
+        ("race", {"measured": [], "agents": [{"name": "a"}]}, "measured"),
+        (
+            "race",
+            {"baseline": {}, "agents": [{**RAW_AGENT, "diff": {"lines_added": 1}}]},
+            "agents[0].diff.lines_removed",
+        ),
+        (
+            "race",
+            {"configured": {"lint": False}, "agents": [RAW_AGENT]},
+            "agents[0].lint: given, but the race runs no lint command",
+        ),
+        ("race", {"agents": [{**RAW_AGENT, "tests": None}]}, "agents[0].tests: missing"),
+        (
+            "race",
+            {"agents": [{**RAW_AGENT, "duration_s": 3}, {**RAW_AGENT, "name": "b"}]},
+            "agents[1].duration_s: missing",
+        ),
+        (
+            "race",
+            {"agents": [{**RAW_AGENT, "build": {"exit_code": "0"}}]},
+            "agents[0].build.exit_code",
+        ),
+        (
+            "race",
+            {
+                "agents": [
+                    {**RAW_AGENT, "lint": {"exit_code": 1, "counts": {"errors": -1, "warnings": 0}}}
+                ]
+            },
+            "agents[0].lint.counts.errors",
+        ),
+        ("race", {"agents": [{**RAW_AGENT, "speed": 100}]}, "agents[0].speed"),  # unknown field
         ("alympics", {"games": {"chess": {"strategic": 1}}}, "games.chess"),  # unknown game
         ("alympics", {"games": {"auction": {"strategic": "high"}}}, "games.auction.strategic"),
     ],
@@ -160,6 +289,7 @@ def test_demo_scores_every_rubric_example():
         "1,039,026",
         "21,954",
         "93.3 / 100",
+        "97.8 / 100",  # race-raw-measures.json
         "builtin scored 73/100",
     ):
         assert figure in result.stdout

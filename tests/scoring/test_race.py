@@ -1,4 +1,5 @@
-"""Race scoring engine: the five dimension formulas, composite, ranking, verdict."""
+"""Race scoring engine: the five dimension formulas, composite, ranking, verdict, and the two
+inputs (dimension scores, raw measures) that reach them."""
 
 from __future__ import annotations
 
@@ -8,11 +9,20 @@ from hypothesis import strategies as st
 
 from scoring.race import (
     DIMENSIONS,
+    AgentMeasures,
     AgentScore,
+    BaselineMeasures,
+    BuildOutcome,
+    CommandsConfigured,
+    DiffStats,
+    DimensionName,
     DimensionScores,
     LintCounts,
+    LintOutcome,
+    RaceMeasures,
     RaceWeights,
     TestCounts,
+    TestOutcome,
     Thresholds,
     Verdict,
     calculate_composite,
@@ -20,13 +30,20 @@ from scoring.race import (
     format_race_results,
     race_verdict,
     rank_agents,
+    resolve_measured,
     score_agents,
     score_build,
     score_diff_size,
     score_lint,
+    score_lint_outcome,
+    score_race,
+    score_race_dimensions,
     score_speed,
     score_tests,
+    score_tests_outcome,
 )
+
+ALL: list[DimensionName] = list(DIMENSIONS)
 
 RUBRIC_TABLE = {
     "Claude Code": DimensionScores(build=100, tests=95, lint=90, diff_size=75, speed=80),
@@ -47,12 +64,49 @@ def test_rubric_example_composites_follow_the_arithmetic():
 def test_rubric_example_ranking_and_output():
     ranked = rank_agents(score_agents(RUBRIC_TABLE, RaceWeights()))
     assert [r.name for r in ranked] == ["Codex CLI", "Claude Code", "Cursor CLI"]
-    text = format_race_results(ranked, "implement JWT auth", race_verdict(ranked))
-    lines = text.splitlines()
-    assert lines[0] == 'Race Results — Task: "implement JWT auth"'
-    assert lines[3].split()[:4] == ["#1", "Codex", "CLI", "93.3"]
-    assert "[BUILD: ✗] [TESTS: --] [LINT: --] [DIFF: 60] [SPEED: 70]" in lines[5]
-    assert "Winner: Codex CLI" in text
+    text = format_race_results(
+        ranked,
+        "implement JWT auth",
+        race_verdict(ranked),
+        branches={"Codex CLI": "hydra/codex-1708646400", "Claude Code": "hydra/claude-1"},
+        merge_hint="Run `hydra merge codex-1708646400` to merge into your branch.",
+    )
+    # The seed's CLI output, line for line (but 91.3: SEED-NOTES), then the verdict and notes.
+    assert text.splitlines() == [
+        'Race Results — Task: "implement JWT auth"',
+        "============================================",
+        "",
+        "  #1  Codex CLI      93.3 / 100    [BUILD: ✓] [TESTS: 80] [LINT: 100] [DIFF: 95] [SPEED: 100]",  # noqa: E501
+        "  #2  Claude Code    91.3 / 100    [BUILD: ✓] [TESTS: 95] [LINT: 90]  [DIFF: 75] [SPEED: 80]",  # noqa: E501
+        "  #3  Cursor CLI     16.0 / 100    [BUILD: ✗] [TESTS: --] [LINT: --]  [DIFF: 60] [SPEED: 70]",  # noqa: E501
+        "",
+        "Winner: Codex CLI (branch: hydra/codex-1708646400)",
+        "Run `hydra merge codex-1708646400` to merge into your branch.",
+        "Verdict: auto-merge",
+        "",
+        "Notes:",
+        "  Cursor CLI: build failed: tests and lint not run",
+    ]
+
+
+def test_output_without_branches_or_hint_and_with_an_unmeasured_dimension():
+    outcome = score_race_dimensions(
+        {"a": DimensionScores(build=100, lint=100, diff_size=80), "bb": DimensionScores(
+            build=100, lint=40, diff_size=100)},
+        measured=["build", "lint", "diff_size"],
+    )  # fmt: skip
+    lines = format_race_results(outcome.agents).splitlines()
+    # a: (3000 + 1500 + 1200) / 60 = 95.0; bb: (3000 + 600 + 1500) / 60 = 85.0
+    assert lines[0] == "Race Results"
+    assert (
+        lines[3]
+        == "  #1  a     95.0 / 100    [BUILD: ✓] [TESTS: --] [LINT: 100] [DIFF: 80]  [SPEED: --]"
+    )
+    assert (
+        lines[4]
+        == "  #2  bb    85.0 / 100    [BUILD: ✓] [TESTS: --] [LINT: 40]  [DIFF: 100] [SPEED: --]"
+    )
+    assert lines[5:] == ["", "Winner: a"]
 
 
 def test_build_is_a_binary_gate():
@@ -141,17 +195,23 @@ def test_speed_relative_to_fastest():
         score_speed({"a": -1.0})
 
 
-def test_missing_dimension_is_renormalised_as_in_the_rubric():
+def test_unmeasured_dimension_is_renormalised_as_in_the_rubric():
     # No test command: build=30, lint=15, diff_size=15, speed=10 -> total 70 renormalised.
     scores = DimensionScores(build=100, lint=50, diff_size=80, speed=100)
-    assert calculate_composite(scores, RaceWeights()) == pytest.approx(
+    no_tests: list[DimensionName] = ["build", "lint", "diff_size", "speed"]
+    assert calculate_composite(scores, RaceWeights(), no_tests) == pytest.approx(
         (100 * 30 + 50 * 15 + 80 * 15 + 100 * 10) / 70
     )
+    # A measured dimension without a score is an error, never renormalised away.
+    with pytest.raises(ValueError, match="tests: missing"):
+        calculate_composite(scores, RaceWeights(), ALL)
 
 
 def test_composite_needs_a_weighted_dimension():
     with pytest.raises(ValueError, match="no measured dimension"):
-        calculate_composite(DimensionScores(speed=100), RaceWeights(speed=0))
+        calculate_composite(DimensionScores(speed=100), RaceWeights(speed=0), ["speed"])
+    with pytest.raises(ValueError, match="no dimension is measured"):
+        calculate_composite(DimensionScores(speed=100), RaceWeights(), [])
     with pytest.raises(ValueError, match="weights"):
         RaceWeights(build=0, tests=0, lint=0, diff_size=0, speed=0)
 
@@ -163,9 +223,13 @@ partial_scores = st.builds(
 ).filter(lambda s: any(getattr(s, d) is not None for d in DIMENSIONS))
 
 
+def given_dims(scores: DimensionScores) -> list[DimensionName]:
+    return [d for d in DIMENSIONS if getattr(scores, d) is not None]
+
+
 @given(partial_scores, st.builds(RaceWeights, **{d: weight_values for d in DIMENSIONS}))
 def test_composite_stays_in_0_100(scores, weights):
-    assert 0 <= calculate_composite(scores, weights) <= 100 + 1e-9
+    assert 0 <= calculate_composite(scores, weights, given_dims(scores)) <= 100 + 1e-9
 
 
 @given(
@@ -174,15 +238,15 @@ def test_composite_stays_in_0_100(scores, weights):
     st.sampled_from(DIMENSIONS),
 )
 def test_renormalised_weights_behave_as_if_the_dimension_never_existed(scores, weights, missing):
-    without = scores.model_copy(update={missing: None})
+    unmeasured = [d for d in DIMENSIONS if d != missing]
     zero_weight = weights.model_copy(update={missing: 0.0})
-    assert calculate_composite(without, weights) == pytest.approx(
-        calculate_composite(scores, zero_weight)
+    assert calculate_composite(scores, weights, unmeasured) == pytest.approx(
+        calculate_composite(scores, zero_weight, ALL)
     )
     # ... and its value no longer matters at all.
     other_value = scores.model_copy(update={missing: 100 - (getattr(scores, missing) or 0)})
-    assert calculate_composite(other_value.model_copy(update={missing: None}), weights) == (
-        calculate_composite(without, weights)
+    assert calculate_composite(other_value, weights, unmeasured) == (
+        calculate_composite(scores, weights, unmeasured)
     )
 
 
@@ -190,8 +254,9 @@ def test_renormalised_weights_behave_as_if_the_dimension_never_existed(scores, w
 def test_composite_is_invariant_to_weight_scale(scores, w, factor):
     weights = RaceWeights(build=w, tests=2 * w, lint=w, diff_size=w, speed=w / 2)
     scaled = RaceWeights(**{d: getattr(weights, d) * factor for d in DIMENSIONS})
-    assert calculate_composite(scores, scaled) == pytest.approx(
-        calculate_composite(scores, weights)
+    dims = given_dims(scores)
+    assert calculate_composite(scores, scaled, dims) == pytest.approx(
+        calculate_composite(scores, weights, dims)
     )
 
 
@@ -276,7 +341,377 @@ any_weights = (
 @given(partial_scores, any_weights)
 def test_composite_is_finite_and_in_range_for_every_accepted_weight(scores, weights):
     try:
-        composite = calculate_composite(scores, weights)
+        composite = calculate_composite(scores, weights, given_dims(scores))
     except ValueError:  # every measured dimension weighs 0
         return
     assert 0 <= composite <= 100 + 1e-9
+
+
+# -- the race's rules on dimension scores (SEED-NOTES) ---------------------------------------------
+
+
+def composites(agents: dict[str, DimensionScores], **kwargs) -> dict[str, float]:
+    return {a.name: a.composite for a in score_race_dimensions(agents, **kwargs).agents}
+
+
+def test_a_failed_build_makes_tests_and_lint_0_not_missing():
+    # Formerly 29.09: tests and lint were renormalised away for this agent alone.
+    # (0*30 + 0*30 + 0*15 + 60*15 + 70*10) / 100 = 16.0
+    assert composites({"a": DimensionScores(build=0, diff_size=60, speed=70)}) == {"a": 16.0}
+    # Formerly 53.5: the tests and lint it gave counted although the table shows "--".
+    outcome = score_race_dimensions(
+        {"a": DimensionScores(build=0, tests=80, lint=90, diff_size=60, speed=70)}
+    )
+    (agent,) = outcome.agents
+    assert agent.composite == pytest.approx(16.0)
+    assert (agent.scores.tests, agent.scores.lint) == (0, 0)
+    assert agent.notes == ["build failed: tests and lint not run"]
+    assert outcome.measured == ALL
+
+
+def test_default_measured_is_what_some_agent_gives_plus_tests_and_lint_with_build():
+    given = [DimensionScores(build=0, diff_size=60), DimensionScores(diff_size=100)]
+    # build is given, so tests and lint are measured; speed is given by no one.
+    assert resolve_measured(given) == ["build", "tests", "lint", "diff_size"]
+    assert resolve_measured([DimensionScores(lint=50, speed=1)]) == ["lint", "speed"]
+    assert resolve_measured(given, ["speed", "build"]) == ["build", "speed"]
+    # b's build is measured (a gives one) but missing.
+    with pytest.raises(ValueError, match=r"^agents\[1\]\.build: missing; the race measures build"):
+        score_agents(
+            {"a": DimensionScores(build=0, diff_size=60), "b": DimensionScores(diff_size=100)},
+            RaceWeights(),
+        )
+
+
+def test_a_passed_build_must_give_every_measured_dimension():
+    agents = {
+        "a": DimensionScores(build=100, tests=80, lint=100, diff_size=95, speed=100),
+        "b": DimensionScores(build=100, lint=100, diff_size=100, speed=90),
+    }
+    with pytest.raises(ValueError) as caught:
+        score_agents(agents, RaceWeights())
+    assert str(caught.value) == (
+        "agents[1].tests: missing; the race measures tests (list the measured dimensions in "
+        '"measured" to leave one out)'
+    )
+
+
+def test_measured_leaves_a_dimension_out_for_every_agent_alike():
+    agents = {
+        "a": DimensionScores(build=100, lint=50, diff_size=80, speed=100),
+        "b": DimensionScores(build=0, diff_size=100, speed=50),
+    }
+    no_tests: list[DimensionName] = ["build", "lint", "diff_size", "speed"]
+    # a: (3000 + 750 + 1200 + 1000) / 70 = 85.0; b: (0 + 0 + 1500 + 500) / 70 = 28.571...
+    assert composites(agents, measured=no_tests) == pytest.approx({"a": 85.0, "b": 2000 / 70})
+    with pytest.raises(ValueError, match=r"agents\[0\]\.speed: given, but the race does not"):
+        score_agents(agents, RaceWeights(), ["build", "lint", "diff_size"])
+
+
+@pytest.mark.parametrize("build", [0.5, 50.0, 99.9])
+def test_build_is_0_or_100(build: float):
+    with pytest.raises(ValueError, match=r"^agents\[0\]\.build: must be 0 or 100$"):
+        score_agents({"a": DimensionScores(build=build, diff_size=1)}, RaceWeights())
+
+
+@given(
+    st.tuples(score_values, score_values),  # the failed agent's diff and speed
+    st.tuples(score_values, score_values, score_values, score_values),  # the passed one's
+)
+def test_a_failed_build_never_outranks_a_passed_one_under_the_rubric_weights(failed, passed):
+    # Failed: at most (15*100 + 10*100)/100 = 25; passed: at least 30 from the build alone.
+    outcome = score_race_dimensions({
+        "failed": DimensionScores(build=0, tests=100, lint=100, diff_size=failed[0],
+                                  speed=failed[1]),
+        "passed": DimensionScores(build=100, tests=passed[0], lint=passed[1], diff_size=passed[2],
+                                  speed=passed[3]),
+    })  # fmt: skip
+    assert [a.name for a in outcome.agents] == ["passed", "failed"]
+
+
+# -- one command's outcome -------------------------------------------------------------------------
+
+
+def ran_tests(passed: int, failed: int = 0, exit_code: int = 0, **kw) -> TestOutcome:
+    return TestOutcome(exit_code=exit_code, counts=TestCounts(passed=passed, failed=failed), **kw)
+
+
+def test_tests_outcome_against_a_parsed_baseline():
+    # 9 of 10 pass; baseline 12 passed: 90 - (12 - 9)/12 * 50 = 77.5
+    result = score_tests_outcome(ran_tests(9, 1, exit_code=1), ran_tests(12))
+    assert (result.score, result.notes) == (pytest.approx(77.5), [])
+
+
+@pytest.mark.parametrize(
+    ("baseline", "why"),
+    [
+        (TestOutcome(exit_code=2), "the baseline's output was not parsed"),
+        (TestOutcome(exit_code=0, timed_out=True, counts=TestCounts(passed=3)), "timed out"),
+        (None, "no baseline run"),
+    ],
+)
+def test_tests_outcome_without_a_usable_baseline_drops_the_baseline_terms(baseline, why):
+    # Formerly the baseline counted as 0 tests: 9 new tests, bonus 9/10*10, 90 + 9 = 99.
+    result = score_tests_outcome(ran_tests(9, 1, exit_code=1), baseline)
+    assert result.score == pytest.approx(90.0)
+    (note,) = result.notes
+    assert why in note and "no new-test bonus, no regression penalty" in note
+    # Nor any regression penalty: 1 of 4 passing is 25, whatever the baseline had.
+    assert score_tests_outcome(ran_tests(1, 3), baseline).score == pytest.approx(25.0)
+
+
+@pytest.mark.parametrize(
+    ("agent", "score", "note"),
+    [
+        (TestOutcome(exit_code=0), 100.0, "scored by the exit code"),
+        (TestOutcome(exit_code=1), 0.0, "scored by the exit code"),
+        (ran_tests(10, timed_out=True), 0.0, "tests timed out"),
+        (TestOutcome(exit_code=0, timed_out=True), 0.0, "tests timed out"),
+    ],
+)
+def test_tests_outcome_fallbacks(agent: TestOutcome, score: float, note: str):
+    result = score_tests_outcome(agent, ran_tests(10))
+    assert result.score == score
+    assert any(note in n for n in result.notes)
+
+
+def lint_run(warnings: int, errors: int, exit_code: int = 1, **kw) -> LintOutcome:
+    return LintOutcome(
+        exit_code=exit_code, counts=LintCounts(warnings=warnings, errors=errors), **kw
+    )
+
+
+@pytest.mark.parametrize(
+    ("agent", "baseline", "score", "note"),
+    [
+        (lint_run(5, 1), lint_run(3, 0), 100 - 10 - 4, None),  # score_lint: 1 error, 2 warnings new
+        (lint_run(3, 1), LintOutcome(exit_code=2), 100 - 10 - 6, "every finding counts as new"),
+        (lint_run(3, 1), None, 84, "no baseline run"),
+        (lint_run(0, 20), None, 0, "every finding counts as new"),  # clamps at 0
+        (LintOutcome(exit_code=0), lint_run(3, 0), 100, "scored by the exit code"),
+        (LintOutcome(exit_code=1), lint_run(3, 0), 0, "scored by the exit code"),
+        (lint_run(0, 0, exit_code=0, timed_out=True), lint_run(0, 0), 0, "lint timed out"),
+    ],
+)
+def test_lint_outcome(agent, baseline, score, note):
+    result = score_lint_outcome(agent, baseline)
+    assert result.score == pytest.approx(score)
+    assert result.notes == [] if note is None else any(note in n for n in result.notes)
+
+
+# -- a race from its raw measures ------------------------------------------------------------------
+
+
+def measures(**kw) -> RaceMeasures:
+    """The example race (arena/examples/scoring/race-raw-measures.json), as models."""
+    base = {
+        "task": "implement JWT auth",
+        "baseline": BaselineMeasures(tests=ran_tests(40), lint=lint_run(3, 0)),
+        "agents": [
+            AgentMeasures(
+                name="Claude Code", build=BuildOutcome(exit_code=0), tests=ran_tests(42),
+                lint=lint_run(5, 0), diff=DiffStats(lines_added=150, lines_removed=30,
+                                                    files_changed=4), duration_s=45.0,
+            ),
+            AgentMeasures(
+                name="Codex CLI", build=BuildOutcome(exit_code=0),
+                tests=ran_tests(38, 2, exit_code=1), lint=lint_run(3, 0),
+                diff=DiffStats(lines_added=40, lines_removed=10, files_changed=2), duration_s=36.0,
+            ),
+            AgentMeasures(
+                name="Cursor CLI", build=BuildOutcome(exit_code=2),
+                diff=DiffStats(lines_added=300, lines_removed=200, files_changed=12),
+                duration_s=51.0,
+            ),
+        ],
+    }  # fmt: skip
+    return RaceMeasures(**{**base, **kw})
+
+
+def test_score_race_by_hand():
+    outcome = score_race(measures())
+    by_name = {a.name: a for a in outcome.agents}
+    claude, codex, cursor = by_name["Claude Code"], by_name["Codex CLI"], by_name["Cursor CLI"]
+    # Claude: 42/42 pass, 2 new tests: 100 + 2/42*10 clamps to 100; lint 2 new warnings: 96;
+    # churn 180: 100 - 80/400*40 = 92, 4 files: 100 -> 92*0.6 + 40 = 95.2; speed 36/45 = 80.
+    assert claude.scores.model_dump() == pytest.approx(
+        {"build": 100, "tests": 100, "lint": 96, "diff_size": 95.2, "speed": 80}
+    )
+    assert claude.composite == pytest.approx((3000 + 3000 + 96 * 15 + 95.2 * 15 + 800) / 100)
+    # Codex: 38/40 = 95, 2 fewer passing than 40: -2/40*50 = -2.5 -> 92.5; the rest 100.
+    assert codex.scores == DimensionScores(
+        build=100, tests=92.5, lint=100, diff_size=100, speed=100
+    )
+    assert codex.composite == pytest.approx(97.75)
+    # Cursor: build failed: tests and lint 0; churn 500: 60, 12 files: 100 - 7/10*30 = 79
+    # -> 36 + 31.6 = 67.6; speed 36/51.
+    assert cursor.scores.model_dump() == pytest.approx(
+        {"build": 0, "tests": 0, "lint": 0, "diff_size": 67.6, "speed": 3600 / 51}
+    )
+    assert cursor.composite == pytest.approx((67.6 * 15 + 3600 / 51 * 10) / 100)
+    assert cursor.notes == ["build failed: tests and lint not run"]
+    assert [(a.rank, a.name) for a in outcome.agents] == [
+        (1, "Codex CLI"), (2, "Claude Code"), (3, "Cursor CLI")
+    ]  # fmt: skip
+    assert (outcome.winner, outcome.verdict, outcome.measured) == (
+        "Codex CLI", Verdict.AUTO_MERGE, ALL
+    )  # fmt: skip
+
+
+def test_score_race_with_an_unparsed_baseline_says_so():
+    outcome = score_race(measures(baseline=BaselineMeasures(
+        tests=TestOutcome(exit_code=1), lint=LintOutcome(exit_code=1))))  # fmt: skip
+    claude = next(a for a in outcome.agents if a.name == "Claude Code")
+    codex = next(a for a in outcome.agents if a.name == "Codex CLI")
+    # No bonus, no penalty: Claude 42/42 = 100, Codex 38/40 = 95 (not 92.5).
+    # Lint without a baseline: Claude 5 warnings -> 90, Codex 3 warnings -> 94.
+    assert (claude.scores.tests, codex.scores.tests) == (100, 95)
+    assert (claude.scores.lint, codex.scores.lint) == (90, 94)
+    assert any("tests: the baseline's output was not parsed" in n for n in codex.notes)
+    assert any("lint: the baseline's output was not parsed" in n for n in codex.notes)
+
+
+def test_an_unconfigured_command_leaves_the_composite_for_every_agent():
+    race = measures()
+    no_tests = race.model_copy(update={
+        "configured": CommandsConfigured(tests=False),
+        "baseline": BaselineMeasures(lint=lint_run(3, 0)),
+        "agents": [a.model_copy(update={"tests": None}) for a in race.agents],
+    })  # fmt: skip
+    outcome = score_race(no_tests)
+    assert outcome.measured == ["build", "lint", "diff_size", "speed"]
+    codex = next(a for a in outcome.agents if a.name == "Codex CLI")
+    cursor = next(a for a in outcome.agents if a.name == "Cursor CLI")
+    assert codex.scores.tests is None and codex.composite == pytest.approx(100.0)
+    # Cursor: (0*30 + 0*15 + 67.6*15 + 3600/51*10) / 70
+    assert cursor.composite == pytest.approx((67.6 * 15 + 3600 / 51 * 10) / 70)
+
+
+def test_speed_is_measured_only_when_every_agent_has_a_duration():
+    race = measures()
+    untimed = race.model_copy(
+        update={"agents": [a.model_copy(update={"duration_s": None}) for a in race.agents]}
+    )
+    outcome = score_race(untimed)
+    assert outcome.measured == ["build", "tests", "lint", "diff_size"]
+    codex = next(a for a in outcome.agents if a.name == "Codex CLI")
+    assert codex.composite == pytest.approx((3000 + 2775 + 1500 + 1500) / 90)
+    partly = race.model_copy(update={"agents": [
+        race.agents[0], race.agents[1].model_copy(update={"duration_s": None}), race.agents[2]
+    ]})  # fmt: skip
+    with pytest.raises(ValueError, match=r"^agents\[1\]\.duration_s: missing; speed is measured"):
+        score_race(partly)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"tests": None}, r"^agents\[0\]\.tests: missing; the race runs tests"),
+        ({"lint": None}, r"^agents\[0\]\.lint: missing; the race runs lint"),
+        ({"build": None}, r"^agents\[0\]\.build: missing; the race runs a build"),
+    ],
+)
+def test_a_configured_command_missing_for_an_agent_is_refused(change, message):
+    race = measures()
+    broken = race.model_copy(
+        update={"agents": [race.agents[0].model_copy(update=change), *race.agents[1:]]}
+    )
+    with pytest.raises(ValueError, match=message):
+        score_race(broken)
+
+
+def test_measures_of_an_unconfigured_command_are_refused():
+    with pytest.raises(ValueError, match=r"^agents\[0\]\.lint: given, but the race runs no lint"):
+        score_race(measures(configured=CommandsConfigured(lint=False),
+                            baseline=BaselineMeasures(tests=ran_tests(40))))  # fmt: skip
+    with pytest.raises(ValueError, match=r"^baseline\.lint: given, but the race runs no lint"):
+        score_race(measures(configured=CommandsConfigured(lint=False)))
+
+
+def test_a_failed_or_timed_out_build_ignores_what_tests_and_lint_gave():
+    race = measures()
+    timed_out = race.agents[1].model_copy(
+        update={"build": BuildOutcome(exit_code=0, timed_out=True)}
+    )
+    outcome = score_race(race.model_copy(update={"agents": [race.agents[0], timed_out]}))
+    codex = next(a for a in outcome.agents if a.name == "Codex CLI")
+    assert (codex.scores.build, codex.scores.tests, codex.scores.lint) == (0, 0, 0)
+    assert codex.notes == ["build timed out", "build failed: tests and lint not run"]
+    # 0 + 0 + 0 + 100*15 + 100*10 (36s is still the fastest of the two)
+    assert codex.composite == pytest.approx(25.0)
+
+
+def test_score_race_needs_weight_on_what_it_measures():
+    race = measures(weights=RaceWeights(build=0, tests=0, lint=0, diff_size=0, speed=10))
+    untimed = race.model_copy(
+        update={"agents": [a.model_copy(update={"duration_s": None}) for a in race.agents]}
+    )
+    with pytest.raises(ValueError, match="no measured dimension carries weight"):
+        score_race(untimed)
+
+
+def test_race_measures_are_strict():
+    with pytest.raises(ValueError, match="duplicate agent names"):
+        measures(agents=[measures().agents[0], measures().agents[0]])
+    with pytest.raises(ValueError, match="duration_s"):
+        AgentMeasures(name="a", diff=DiffStats(lines_added=0, lines_removed=0, files_changed=0),
+                      duration_s=float("nan"))  # fmt: skip
+    with pytest.raises(ValueError, match="exit_code"):
+        BuildOutcome(exit_code=10**30)
+    with pytest.raises(ValueError, match="lines_added"):
+        DiffStats(lines_added=10**400, lines_removed=0, files_changed=0)
+    assert BuildOutcome(exit_code=-9).passed is False  # killed by a signal
+
+
+outcomes = st.one_of(
+    st.builds(TestOutcome, exit_code=st.integers(0, 2), timed_out=st.booleans(),
+              counts=st.none() | st.builds(TestCounts, passed=st.integers(0, 50),
+                                           failed=st.integers(0, 50))),
+)  # fmt: skip
+lint_outcomes = st.builds(
+    LintOutcome, exit_code=st.integers(0, 2), timed_out=st.booleans(),
+    counts=st.none() | st.builds(LintCounts, warnings=st.integers(0, 30), errors=st.integers(0, 9)),
+)  # fmt: skip
+
+
+@st.composite
+def races(draw: st.DrawFn) -> RaceMeasures:
+    n = draw(st.integers(1, 4))
+    timed = draw(st.booleans())
+    agents = [
+        AgentMeasures(
+            name=f"agent{i}",
+            build=BuildOutcome(exit_code=draw(st.sampled_from([0, 0, 1]))),
+            tests=draw(outcomes),
+            lint=draw(lint_outcomes),
+            diff=DiffStats(
+                lines_added=draw(st.integers(0, 3000)),
+                lines_removed=draw(st.integers(0, 3000)),
+                files_changed=draw(st.integers(0, 60)),
+            ),
+            duration_s=draw(st.floats(0, 1000)) if timed else None,
+        )
+        for i in range(n)
+    ]
+    baseline = BaselineMeasures(
+        tests=draw(st.none() | outcomes), lint=draw(st.none() | lint_outcomes)
+    )
+    return RaceMeasures(agents=agents, baseline=baseline)
+
+
+@given(races())
+def test_raw_measures_and_their_dimension_scores_rank_alike(race: RaceMeasures):
+    # One code path: the dimension scores score_race reaches, given back as dimension scores,
+    # give the same composites, ranks and verdict.
+    raw = score_race(race)
+    again = score_race_dimensions(
+        {a.name: a.scores for a in raw.agents}, measured=raw.measured, thresholds=race.thresholds
+    )
+    assert [(a.rank, a.name, a.composite) for a in again.agents] == [
+        (a.rank, a.name, a.composite) for a in raw.agents
+    ]
+    assert (again.verdict, again.winner) == (raw.verdict, raw.winner)
+    for agent in raw.agents:
+        assert 0 <= agent.composite <= 100 + 1e-9
+        if agent.scores.build == 0:
+            assert (agent.scores.tests, agent.scores.lint) == (0, 0)

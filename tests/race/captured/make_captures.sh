@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# make_captures.sh -- regenerate the real test-runner captures in this folder.
+# make_captures.sh -- regenerate the real test-runner and linter captures in this folder.
 #
 # Builds small sample projects (sources are embedded below as heredocs) in a
 # scratch directory, runs the real tools on them, and writes, next to this
 # script (or into $1 if given):
 #   <runner>_<case>.txt   raw combined stdout+stderr (`cmd > file 2>&1`)
-#   manifest.json         command, exit code and EXPECTED counts per case
+#   junit_<case>.xml      the JUnit XML report a test command wrote (pytest --junitxml)
+#   manifest.json         command, exit code and EXPECTED test counts per case
+#   <linter>_<case>.txt   raw combined stdout+stderr of a lint command
+#   lint_manifest.json    command, exit code and EXPECTED lint counts per lint case
 #
 # The expected counts are written by hand from the sample sources below (the
 # independent truth); the exit codes are whatever the tools return.
@@ -14,15 +17,20 @@
 #   Python 3.11.7 + pytest 9.0.3, pluggy 1.7.0 (installed by this script into a
 #                                   throwaway venv: python3 -m venv; pip install
 #                                   pytest==9.0.3 pluggy==1.7.0)
+#   ruff 0.17.6, flake8 7.5.0       (pip, into the same throwaway venv)
 #   node v20.20.2, npm 11.19.1, jest 30.5.2 (installed by this script with
 #                                   npm install --no-audit --no-fund jest@30.5.2)
-#   cargo 1.95.0 / rustc 1.95.0     (rustup; https://rustup.rs)
+#   eslint 10.15.0                  (npm install --no-audit --no-fund eslint@10.15.0)
+#   cargo 1.95.0 / rustc 1.95.0, clippy 0.1.95 (rustup; https://rustup.rs)
 #   go 1.19.8                       (apt-get install -y golang-go)
-# Needs network access to PyPI and npm for the two installs (override the
-# versions with PYTEST_VERSION / PLUGGY_VERSION / JEST_VERSION). Cargo and go run offline.
+# Needs network access to PyPI and npm for the installs (override the versions
+# with PYTEST_VERSION / PLUGGY_VERSION / JEST_VERSION / RUFF_VERSION /
+# FLAKE8_VERSION / ESLINT_VERSION). Cargo (test and clippy) and go run offline.
 #
 # Usage: bash make_captures.sh [OUTDIR]
 #   scratch dir: $CAPTURE_WORK or a fresh mktemp dir under /tmp/captures
+#   SECTIONS="junit lint" bash make_captures.sh   regenerates only those sections
+#     (of: pytest jest cargo go junit lint); manifest.json keeps the other sections' cases.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,8 +41,14 @@ mkdir -p "$WORK"
 PYTEST_VERSION="${PYTEST_VERSION:-9.0.3}"
 PLUGGY_VERSION="${PLUGGY_VERSION:-1.7.0}"   # printed in the pytest header
 JEST_VERSION="${JEST_VERSION:-30.5.2}"
+RUFF_VERSION="${RUFF_VERSION:-0.17.6}"
+FLAKE8_VERSION="${FLAKE8_VERSION:-7.5.0}"
+ESLINT_VERSION="${ESLINT_VERSION:-10.15.0}"
+SECTIONS="${SECTIONS:-pytest jest cargo go junit lint}"
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 echo "scratch dir: $WORK"
 echo "output dir:  $OUT"
+echo "sections:    $SECTIONS"
 
 # Keep the environment neutral so output is plain text without colours.
 unset PYTEST_ADDOPTS PY_COLORS FORCE_COLOR NO_COLOR CARGO_TERM_COLOR GOFLAGS \
@@ -45,31 +59,43 @@ export PATH="/root/.cargo/bin:$PATH"
 
 # ---------------------------------------------------------------- tools ----
 python3 -m venv "$WORK/venv" || exit 1
-"$WORK/venv/bin/pip" install -q --disable-pip-version-check "pytest==$PYTEST_VERSION" "pluggy==$PLUGGY_VERSION" || exit 1
+if want pytest || want junit; then
+  "$WORK/venv/bin/pip" install -q --disable-pip-version-check "pytest==$PYTEST_VERSION" "pluggy==$PLUGGY_VERSION" || exit 1
+fi
+if want lint; then
+  "$WORK/venv/bin/pip" install -q --disable-pip-version-check "ruff==$RUFF_VERSION" "flake8==$FLAKE8_VERSION" || exit 1
+fi
 export PATH="$WORK/venv/bin:$PATH"      # `python3` is now the venv's (no extra plugins)
 
-mkdir -p "$WORK/jestdeps"
-echo '{"name":"jestdeps","private":true}' > "$WORK/jestdeps/package.json"
-(cd "$WORK/jestdeps" && npm install --no-audit --no-fund --save-exact "jest@$JEST_VERSION") || exit 1
+if want jest; then
+  mkdir -p "$WORK/jestdeps"
+  echo '{"name":"jestdeps","private":true}' > "$WORK/jestdeps/package.json"
+  (cd "$WORK/jestdeps" && npm install --no-audit --no-fund --save-exact "jest@$JEST_VERSION") || exit 1
+fi
+if want lint; then
+  mkdir -p "$WORK/eslintdeps"
+  echo '{"name":"eslintdeps","private":true}' > "$WORK/eslintdeps/package.json"
+  (cd "$WORK/eslintdeps" && npm install --no-audit --no-fund --save-exact "eslint@$ESLINT_VERSION") || exit 1
+fi
 
 echo "--- versions"
-python3 -m pytest --version
-node --version; npm --version
-node -p "'jest ' + require('$WORK/jestdeps/node_modules/jest/package.json').version"
-cargo --version; rustc --version
-go version
+if want pytest || want junit; then python3 -m pytest --version; fi
+if want jest || want lint; then node --version; npm --version; fi
+if want jest; then node -p "'jest ' + require('$WORK/jestdeps/node_modules/jest/package.json').version"; fi
+if want cargo || want lint; then cargo --version; rustc --version; fi
+if want lint; then
+  ruff --version; flake8 --version; cargo clippy --version
+  node -p "'eslint ' + require('$WORK/eslintdeps/node_modules/eslint/package.json').version"
+fi
+if want go; then go version; fi
 
 MANIFEST_JSONL="$WORK/manifest.jsonl"
+LINT_JSONL="$WORK/lint_manifest.jsonl"
 : > "$MANIFEST_JSONL"
+: > "$LINT_JSONL"
 
-# capture FILE RUNNER DIR COMMAND EXPECTED_JSON NOTE [EXPECTED_SUBTESTS_JSON]
-capture() {
-  local file=$1 runner=$2 dir=$3 cmd=$4 exp=$5 note=$6 sub=${7:-}
-  echo "--- $file: (cd $dir && $cmd)"
-  (cd "$dir" && bash -c "$cmd") > "$OUT/$file" 2>&1
-  local rc=$?
-  echo "    exit code $rc"
-  F="$file" R="$runner" C="$cmd" RC="$rc" E="$exp" N="$note" S="$sub" python3 - >> "$MANIFEST_JSONL" <<'PY'
+record() { # FILE RUNNER COMMAND EXIT_CODE EXPECTED_JSON NOTE [EXPECTED_SUBTESTS_JSON]
+  F="$1" R="$2" C="$3" RC="$4" E="$5" N="$6" S="${7:-}" python3 - >> "$MANIFEST_JSONL" <<'PY'
 import json, os
 rec = {"file": os.environ["F"], "runner": os.environ["R"], "command": os.environ["C"],
        "exit_code": int(os.environ["RC"]), "expected": json.loads(os.environ["E"])}
@@ -77,6 +103,50 @@ e = rec["expected"]
 assert e["total"] == e["passed"] + e["failed"] + e["errors"], rec
 if os.environ["S"]:
     rec["expected_subtests"] = json.loads(os.environ["S"])
+rec["note"] = os.environ["N"]
+print(json.dumps(rec))
+PY
+}
+
+# capture FILE RUNNER DIR COMMAND EXPECTED_JSON NOTE [EXPECTED_SUBTESTS_JSON]
+# (skipped unless the runner's section is among $SECTIONS)
+capture() {
+  local file=$1 runner=$2 dir=$3 cmd=$4 exp=$5 note=$6 sub=${7:-}
+  want "$runner" || return 0
+  echo "--- $file: (cd $dir && $cmd)"
+  (cd "$dir" && bash -c "$cmd") > "$OUT/$file" 2>&1
+  local rc=$?
+  echo "    exit code $rc"
+  record "$file" "$runner" "$cmd" "$rc" "$exp" "$note" "$sub"
+}
+
+# capture_report FILE RUNNER DIR COMMAND REPORT EXPECTED_JSON NOTE
+# Runs COMMAND (its own output is not kept) and keeps the report file it wrote in DIR.
+capture_report() {
+  local file=$1 runner=$2 dir=$3 cmd=$4 report=$5 exp=$6 note=$7
+  want "$runner" || return 0
+  echo "--- $file: (cd $dir && $cmd), keeping $report"
+  rm -f "$dir/$report"
+  (cd "$dir" && bash -c "$cmd") > /dev/null 2>&1
+  local rc=$?
+  echo "    exit code $rc"
+  cp "$dir/$report" "$OUT/$file" || exit 1
+  record "$file" "$runner" "$cmd" "$rc" "$exp" "$note"
+}
+
+# capture_lint FILE LINTER DIR COMMAND EXPECTED_JSON NOTE   (the "lint" section)
+capture_lint() {
+  local file=$1 linter=$2 dir=$3 cmd=$4 exp=$5 note=$6
+  want lint || return 0
+  echo "--- $file: (cd $dir && $cmd)"
+  (cd "$dir" && bash -c "$cmd") > "$OUT/$file" 2>&1
+  local rc=$?
+  echo "    exit code $rc"
+  F="$file" L="$linter" C="$cmd" RC="$rc" E="$exp" N="$note" python3 - >> "$LINT_JSONL" <<'PY'
+import json, os
+rec = {"file": os.environ["F"], "linter": os.environ["L"], "command": os.environ["C"],
+       "exit_code": int(os.environ["RC"]), "expected": json.loads(os.environ["E"])}
+assert set(rec["expected"]) == {"errors", "warnings"}, rec
 rec["note"] = os.environ["N"]
 print(json.dumps(rec))
 PY
@@ -685,12 +755,228 @@ capture go_no_test_files.txt go "$G/no_test_files" "go test ./..." \
   '{"passed": 3, "failed": 0, "skipped": 0, "errors": 0, "total": 3}' \
   "calc has 3 passing tests; strutil has no _test.go file and is reported as '? ... [no test files]'."
 
+# =============================================================== junit =====
+# The pytest sample projects above, with --junitxml: the report file is the capture.
+capture_report junit_pytest_pass.xml junit "$P/pass" "python3 -m pytest --junitxml=report.xml" report.xml \
+  '{"passed": 7, "failed": 0, "skipped": 0, "errors": 0, "total": 7}' \
+  "JUnit XML written by pytest for the project of pytest_pass.txt: 7 <testcase> elements, no child element."
+capture_report junit_pytest_mixed.xml junit "$P/mixed" "python3 -m pytest --junitxml=report.xml" report.xml \
+  '{"passed": 4, "failed": 2, "skipped": 2, "errors": 1, "total": 7}' \
+  "JUnit XML written by pytest for the project of pytest_mixed.txt. 9 <testcase>: 4 plain (pass); test_mul_wrong and test_split_wrong have <failure>; test_uses_broken has <error> (fixture setup); test_skipped has <skipped type=pytest.skip> and test_xfail <skipped type=pytest.xfail>."
+capture_report junit_pytest_collect_error.xml junit "$P/collect_error" "python3 -m pytest --junitxml=report.xml" report.xml \
+  '{"passed": 0, "failed": 0, "skipped": 0, "errors": 1, "total": 1}' \
+  "JUnit XML written by pytest for the project of pytest_collect_error.txt: one <testcase> with <error message=\"collection failure\"> for test_broken.py; test_ok.py's 2 tests are never run (collection interrupted), so they have no <testcase>."
+
+# ================================================================ lint =====
+# Python samples for ruff and flake8 (the same sources: they disagree on what they report).
+L="$WORK/lint"
+mkdir -p "$L/py_dirty" "$L/py_clean" "$L/py_syntax"
+cat > "$L/py_dirty/app.py" <<'EOF'
+import os
+import sys
+
+
+def area(r):
+    l = 3.14 * r * r
+    return l
+
+
+def check(x):
+    if x == None:
+        return undefined_name
+    return x
+EOF
+printf 'def total(items):\n    count = 0\n    return sum(items) \n\n' > "$L/py_dirty/util.py"
+cat > "$L/py_clean/app.py" <<'EOF'
+def area(r):
+    return 3.14 * r * r
+
+
+def check(x):
+    if x is None:
+        return 0
+    return x
+EOF
+cat > "$L/py_syntax/app.py" <<'EOF'
+def area(r):
+    return 3.14 * r * r
+
+
+def check(x):
+    if x > 0
+        return x
+    return 0
+EOF
+cat > "$L/py_syntax/util.py" <<'EOF'
+import os
+
+
+def total(items):
+    return sum(items)
+EOF
+
+# ruff's default rule set changes between releases: the captures select the classic one.
+RUFF="ruff check --no-cache --select E4,E7,E9,F"
+RUFF_DIRTY_NOTE="Rules E4, E7, E9, F selected. app.py: F401 (os unused), F401 (sys unused), E741 (ambiguous name l), E711 (== None), F821 (undefined_name); util.py: F841 (count unused). 6 findings, all counted as errors. util.py also has a trailing space and a trailing blank line, which these rules do not check (W291/W391 are not selected)."
+capture_lint ruff_dirty.txt ruff "$L/py_dirty" "$RUFF --output-format=concise ." \
+  '{"errors": 6, "warnings": 0}' "Concise output (path:line:col: CODE message) and the 'Found 6 errors.' summary. $RUFF_DIRTY_NOTE"
+capture_lint ruff_dirty_full.txt ruff "$L/py_dirty" "$RUFF ." \
+  '{"errors": 6, "warnings": 0}' "ruff's default (full) output: a 'CODE message' header, a ' --> path:line:col' line and a code frame per finding, then 'Found 6 errors.'. $RUFF_DIRTY_NOTE"
+capture_lint ruff_dirty_quiet.txt ruff "$L/py_dirty" "$RUFF --quiet --output-format=concise ." \
+  '{"errors": 6, "warnings": 0}' "--quiet: the 6 concise finding lines and no summary (the parser reads them when ruff is named). $RUFF_DIRTY_NOTE"
+cp -r "$L/py_dirty" "$L/py_fix"
+capture_lint ruff_fix.txt ruff "$L/py_fix" "$RUFF --fix --output-format=concise ." \
+  '{"errors": 4, "warnings": 0}' "--fix on a copy of the py_dirty sources: the 2 F401 are fixed (safe fixes); E741, E711, F821 and F841 remain (E711's and F841's fixes are unsafe). Summary 'Found 6 errors (2 fixed, 4 remaining).': the remaining ones count."
+capture_lint ruff_clean.txt ruff "$L/py_clean" "$RUFF ." \
+  '{"errors": 0, "warnings": 0}' "No finding: 'All checks passed!', exit 0."
+capture_lint ruff_syntax_error.txt ruff "$L/py_syntax" "$RUFF --output-format=concise ." \
+  '{"errors": 2, "warnings": 0}' "app.py has one syntax error (an if without its colon), reported as one invalid-syntax finding; util.py: F401 (os unused). 'Found 2 errors.'"
+capture_lint flake8_syntax_error.txt flake8 "$L/py_syntax" "flake8 ." \
+  '{"errors": 2, "warnings": 0}' "Same sources as ruff_syntax_error.txt: app.py E999 SyntaxError, util.py F401."
+capture_lint flake8_dirty.txt flake8 "$L/py_dirty" "flake8 ." \
+  '{"errors": 6, "warnings": 2}' "Same sources as ruff_dirty.txt. flake8's defaults (pycodestyle E/W, pyflakes F): app.py F401, F401, E741, E711, F821; util.py F841 (errors), W291 (trailing whitespace) and W391 (blank line at end of file) (warnings). No summary line."
+capture_lint flake8_clean.txt flake8 "$L/py_clean" "flake8 ." \
+  '{"errors": 0, "warnings": 0}' "No finding: flake8 prints nothing, exit 0."
+
+# Rust samples for cargo clippy (no dependencies: runs offline).
+write_lint_crate() { # dir
+  mkdir -p "$1/src"
+  printf '[package]\nname = "arena_lint"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n' > "$1/Cargo.toml"
+}
+write_lint_crate "$L/rs_clean"
+cat > "$L/rs_clean/src/lib.rs" <<'EOF'
+pub fn add(a: i32, b: i32) -> i32 {
+    a + b
+}
+
+pub fn has_none(x: &[i32]) -> bool {
+    x.is_empty()
+}
+EOF
+write_lint_crate "$L/rs_warnings"
+cat > "$L/rs_warnings/src/lib.rs" <<'EOF'
+pub fn add(a: i32, b: i32) -> i32 {
+    let unused = 5;
+    return a + b;
+}
+
+pub fn has_none(x: &Vec<i32>) -> bool {
+    x.len() == 0
+}
+EOF
+write_lint_crate "$L/rs_deny"
+cp "$L/rs_warnings/src/lib.rs" "$L/rs_deny/src/lib.rs"
+cat >> "$L/rs_deny/src/lib.rs" <<'EOF'
+
+pub fn same(a: i32) -> bool {
+    a == a
+}
+EOF
+write_lint_crate "$L/rs_type_error"
+cat > "$L/rs_type_error/src/lib.rs" <<'EOF'
+pub fn add(a: i32, b: i32) -> i32 {
+    a + "b"
+}
+EOF
+cp -r "$L/rs_warnings" "$L/rs_warnings_denied"
+
+RS_WARN="src/lib.rs: unused variable 'unused' (rustc's unused_variables), clippy::needless_return, clippy::ptr_arg (&Vec), clippy::len_zero (len() == 0): 4 warnings."
+capture_lint clippy_clean.txt clippy "$L/rs_clean" "cargo clippy --offline" \
+  '{"errors": 0, "warnings": 0}' "No finding: only cargo's 'Checking' and 'Finished' lines, exit 0."
+capture_lint clippy_warnings.txt clippy "$L/rs_warnings" "cargo clippy --offline" \
+  '{"errors": 0, "warnings": 4}' "$RS_WARN Followed by cargo's summary 'warning: \`arena_lint\` (lib) generated 4 warnings ...', which is not a finding. Exit 0."
+capture_lint clippy_warnings_cached.txt clippy "$L/rs_warnings" "cargo clippy --offline" \
+  '{"errors": 0, "warnings": 4}' "Immediate re-run of clippy_warnings.txt: nothing is checked again, cargo replays the 4 cached warnings."
+capture_lint clippy_deny.txt clippy "$L/rs_deny" "cargo clippy --offline" \
+  '{"errors": 1, "warnings": 4}' "$RS_WARN Plus 'a == a' (clippy::eq_op, deny by default: an error). cargo ends with 'error: could not compile \`arena_lint\` (lib) due to 1 previous error; 4 warnings emitted', which is not a finding. Exit 101."
+cp -r "$L/rs_deny" "$L/rs_deny_color"
+capture_lint clippy_deny_color.txt clippy "$L/rs_deny_color" "cargo clippy --offline --color always" \
+  '{"errors": 1, "warnings": 4}' "Same source as clippy_deny.txt with --color always: ANSI escapes around every level and message."
+capture_lint clippy_warnings_denied.txt clippy "$L/rs_warnings_denied" "cargo clippy --offline -- -D warnings" \
+  '{"errors": 4, "warnings": 0}' "Same source as clippy_warnings.txt with -D warnings: the 4 findings are reported as errors. Exit 101."
+capture_lint clippy_type_error.txt clippy "$L/rs_type_error" "cargo clippy --offline" \
+  '{"errors": 1, "warnings": 0}' "src/lib.rs: i32 + &str (rustc error E0277), nothing else. The note lines pointing into the standard library and cargo's 'error: could not compile ...' are not findings. Exit 101."
+
+# JavaScript samples for eslint (stylish, its default format; flat config).
+write_eslint_project() { # dir
+  mkdir -p "$1"
+  ln -sfn "$WORK/eslintdeps/node_modules" "$1/node_modules"
+  cat > "$1/eslint.config.js" <<'EOF'
+module.exports = [
+  {
+    files: ["**/*.js"],
+    languageOptions: {
+      ecmaVersion: 2022,
+      sourceType: "commonjs",
+      globals: { console: "readonly", module: "writable", require: "readonly" },
+    },
+    rules: {
+      "no-unused-vars": "warn",
+      "no-undef": "error",
+      eqeqeq: "error",
+      "prefer-const": "warn",
+      "no-console": "warn",
+    },
+  },
+];
+EOF
+}
+write_eslint_project "$L/js_dirty"
+cat > "$L/js_dirty/app.js" <<'EOF'
+function add(a, b) {
+  const unused = 1;
+  if (a == b) {
+    console.log("same");
+  }
+  return a + b + missing;
+}
+
+module.exports = { add };
+EOF
+cat > "$L/js_dirty/util.js" <<'EOF'
+let size = 5;
+module.exports = size;
+EOF
+write_eslint_project "$L/js_warnings"
+cp "$L/js_dirty/util.js" "$L/js_warnings/util.js"
+write_eslint_project "$L/js_clean"
+cat > "$L/js_clean/app.js" <<'EOF'
+function add(a, b) {
+  return a + b;
+}
+
+module.exports = { add };
+EOF
+
+capture_lint eslint_dirty.txt eslint "$L/js_dirty" "npx eslint ." \
+  '{"errors": 2, "warnings": 3}' "app.js: no-unused-vars (warn), eqeqeq (error), no-console (warn), no-undef 'missing' (error); util.js: prefer-const (warn). Summary '✖ 5 problems (2 errors, 3 warnings)'. Exit 1."
+capture_lint eslint_dirty_color.txt eslint "$L/js_dirty" "npx eslint --color ." \
+  '{"errors": 2, "warnings": 3}' "Same project as eslint_dirty.txt with --color: ANSI escapes in every line."
+capture_lint eslint_warnings.txt eslint "$L/js_warnings" "npx eslint ." \
+  '{"errors": 0, "warnings": 1}' "util.js: prefer-const (warn) only: exit 0 with a '✖ 1 problem (0 errors, 1 warning)' summary."
+capture_lint eslint_clean.txt eslint "$L/js_clean" "npx eslint ." \
+  '{"errors": 0, "warnings": 0}' "No finding: eslint prints nothing, exit 0 (recognised only when the linter is named)."
+
 # ============================================================ manifest =====
-python3 - "$MANIFEST_JSONL" "$OUT/manifest.json" <<'PY'
+# A partial run (SECTIONS) replaces only its own sections' cases in manifest.json.
+python3 - "$MANIFEST_JSONL" "$OUT/manifest.json" "$SECTIONS" <<'PY'
+import json, os, sys
+jsonl, target, sections = sys.argv[1], sys.argv[2], sys.argv[3].split()
+new = [json.loads(l) for l in open(jsonl) if l.strip()]
+old = json.load(open(target)) if os.path.exists(target) else []
+recs = [r for r in old if r["runner"] not in sections] + new
+with open(target, "w") as f:
+    json.dump(recs, f, indent=2)
+    f.write("\n")
+print(f"wrote {len(recs)} cases ({len(new)} new) to {target}")
+PY
+if want lint; then
+  python3 - "$LINT_JSONL" "$OUT/lint_manifest.json" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 with open(sys.argv[2], "w") as f:
     json.dump(recs, f, indent=2)
     f.write("\n")
-print(f"wrote {len(recs)} cases to {sys.argv[2]}")
+print(f"wrote {len(recs)} lint cases to {sys.argv[2]}")
 PY
+fi
