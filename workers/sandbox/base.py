@@ -1,0 +1,112 @@
+"""The sandbox interface: how code we did not write (a race check's build/test/lint commands)
+runs. Engine-neutral on purpose: the local-process sandbox and, later, the Docker sandbox take
+the same call and return the same record, so callers never learn which one ran them.
+
+A command that cannot start is a result (`error` set, `exit_code` None), not an exception: a
+check runner records it like any failed check instead of crashing the unit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+# Arena's own settings and the worker's credentials never reach a command (docs/sandbox.md).
+SCRUBBED_PREFIXES = ("ARENA_", "CELERY_", "REDIS_", "PROMETHEUS_", "AWS_", "GOOGLE_", "AZURE_")
+SCRUBBED_NAMES = frozenset({"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"})
+SCRUBBED_PARTS = (
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY", "PRIVATE_KEY",
+    "ACCESS_KEY", "SESSION_KEY",
+)  # fmt: skip
+DEFAULT_MAX_OUTPUT_BYTES = 1_048_576
+
+
+class SandboxLimits(BaseModel):
+    """Per-process resource limits (rlimits) for a command and everything it starts; None
+    leaves one unlimited. A backend may enforce them differently (a container's cgroup)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    memory_mb: int | None = 4096  # address space (RLIMIT_AS) per process
+    cpu_s: int | None = None  # RLIMIT_CPU; None: none beyond the deadline
+    file_size_mb: int | None = 1024  # RLIMIT_FSIZE; the captured output counts too
+    open_files: int | None = 4096  # RLIMIT_NOFILE
+    # RLIMIT_NPROC counts every process of the user, and the kernel does not enforce it for
+    # root (a worker container often runs as root): a cap on fork bombs, not a guarantee.
+    processes: int | None = 1024
+
+
+class CommandResult(BaseModel):
+    """What one command did. `exit_code` is the shell's status: a process killed by signal N
+    reads 128+N as sh reports it; None only when the command never started (`error` says why).
+    `output` is stdout and stderr interleaved as written, decoded as UTF-8 (invalid bytes
+    replaced) and capped: head and tail kept, a marker line between saying how much was cut."""
+
+    command: str
+    exit_code: int | None
+    timed_out: bool  # the deadline killed it
+    duration_s: float  # wall time from start to the end of the kill
+    output: str
+    output_bytes: int  # the output's full size before the cap
+    error: str | None = None  # why it could not start, or what the sandbox itself failed at
+
+
+class Sandbox(ABC):
+    """Runs shell commands for checks. After `run` returns, nothing the command started runs."""
+
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def run(
+        self, command: str, workdir: Path, timeout_s: float, env: Mapping[str, str] | None = None,
+        limits: SandboxLimits | None = None, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> CommandResult:  # fmt: skip
+        """Run `/bin/sh -c command` in `workdir` with at most `timeout_s` of wall time.
+
+        `env` is the base environment (default: the worker's), scrubbed either way by
+        `scrubbed_environment`; `limits` None means `SandboxLimits()` (the defaults)."""
+
+
+def is_scrubbed(name: str) -> bool:
+    """Whether a variable is one of Arena's settings or looks like a credential."""
+    upper = name.upper()
+    return (
+        upper in SCRUBBED_NAMES
+        or upper.startswith(SCRUBBED_PREFIXES)
+        or any(part in upper for part in SCRUBBED_PARTS)
+    )
+
+
+def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) without Arena's settings and secrets, with
+    CI=true and TERM=dumb (tools then print plainly, without prompts or colour), and with the
+    directory of this interpreter first on PATH: `python`, `pytest` or `ruff` in a check are
+    the worker environment's unless the command names another."""
+    source = os.environ if base is None else base
+    env = {name: value for name, value in source.items() if not is_scrubbed(name)}
+    env["CI"] = "true"
+    env["TERM"] = "dumb"
+    bin_dir = os.path.dirname(sys.executable)
+    path = env.get("PATH", os.defpath)
+    if bin_dir:
+        path = os.pathsep.join([bin_dir, *(p for p in path.split(os.pathsep) if p != bin_dir)])
+    env["PATH"] = path
+    return env
+
+
+def get_sandbox(kind: str = "local") -> Sandbox:
+    """The sandbox a setting names. Only "local" exists yet; "docker" (a sibling container per
+    command, the isolation boundary for untrusted code) plugs in here later."""
+    if kind == "local":
+        from workers.sandbox.local import LocalSandbox  # here: local.py imports this module
+
+        return LocalSandbox()
+    raise ValueError(
+        f"unknown sandbox kind {kind!r}: known kinds are 'local' ('docker' is not available yet)"
+    )
