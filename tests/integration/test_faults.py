@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tasks.liveness import orphans
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
 from tests.integration.conftest import (
@@ -116,7 +117,12 @@ def test_status_says_when_units_wait_for_a_lost_worker(cluster_env, db, workers,
     env = {**cluster_env, **QUICK_LIVENESS}
     doomed = workers.start(env, concurrency=1)
     batch_id = submit(cluster_env, write_spec, slow_spec())
-    wait_stored(db, batch_id, 10)
+    # Killed in the middle of a chunk (10 units of 20-40 ms), which it then holds (delivered,
+    # unacknowledged): a worker killed between two chunks holds nothing, and nothing waits on it.
+    deadline = time.monotonic() + 60
+    while not (db.progress(batch_id)[0] % 10 and orphans(db, 0.0, batch_id)):
+        assert time.monotonic() < deadline, "the worker never held a chunk"
+        time.sleep(0.002)
     workers.kill_group(doomed)
     time.sleep(5)
     shown = arena("status", batch_id, env=env)
