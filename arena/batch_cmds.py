@@ -176,6 +176,10 @@ def leaderboard_command(name: str | None, as_json: bool) -> None:
 @click.argument("agent", required=False)
 def logs_command(batch_ref: str, agent: str | None) -> None:
     """What each unit of a batch printed (stdout and stderr), optionally one agent's units."""
+    show_logs(batch_ref, agent)
+
+
+def show_logs(batch_ref: str, agent: str | None) -> None:
     with cluster_cmd.open_store(load_settings()) as db:
         batch_id = db.resolve(batch_ref)
         info = db.batch(batch_id)

@@ -18,6 +18,7 @@ from arena.errors import InputError, RunFailed
 from arena.game_cmd import benchmark_command
 from arena.inputs import read_json
 from arena.mario_cmd import mario_group
+from arena.race_cmd import race_group
 from arena.score_cmd import SCORERS, score
 from tasks.provenance import version_line
 
@@ -121,6 +122,7 @@ def game_group() -> None:
 
 game_group.add_command(benchmark_command)
 cli.add_command(mario_group)
+cli.add_command(race_group)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -178,7 +178,7 @@ def report_errors(report: Report) -> str | None:
     )
 
 
-def report(db: Store, info: BatchInfo, show: bool = True) -> None:
+def report(db: Store, info: BatchInfo, show: bool = True, boards: bool = True) -> None:
     if not show:
         return
     console.print(
@@ -190,7 +190,7 @@ def report(db: Store, info: BatchInfo, show: bool = True) -> None:
         note = waiting_on_lost_workers(db, info.id, load_settings().lost_worker_s)
         if note:
             console.print(note, soft_wrap=True, highlight=False)
-    if info.status == "done":
+    if info.status == "done" and boards:
         for board in info.boards:
             table, _ = leaderboard_table(db, board)
             print_board(table)
@@ -213,17 +213,22 @@ def run_batch(
     workers: int | None,
     quiet: bool = False,
     run_id: str | None = None,
+    boards: bool = True,
 ) -> Finished:
-    """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default."""
+    """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default.
+    `boards`: print the leaderboards at the end (a race prints its own results instead)."""
     settings = load_settings()
     if settings.redis_url:
-        return _submit_and_wait(connect(settings), batch, fresh, settings, quiet, run_id=run_id)
+        return _submit_and_wait(
+            connect(settings), batch, fresh, settings, quiet, run_id=run_id, boards=boards
+        )
     with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
         forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
         local = settings.model_copy(update={"redis_url": url})
         return _submit_and_wait(
-            connect(local), batch, fresh, local, quiet, resume_running=True, run_id=run_id
-        )
+            connect(local), batch, fresh, local, quiet, resume_running=True, run_id=run_id,
+            boards=boards,
+        )  # fmt: skip
 
 
 def _submit_and_wait(
@@ -234,6 +239,7 @@ def _submit_and_wait(
     quiet: bool,
     resume_running: bool = False,
     run_id: str | None = None,
+    boards: bool = True,
 ) -> Finished:
     from tasks.submit import submit  # Celery is imported only when a command needs it
 
@@ -246,7 +252,7 @@ def _submit_and_wait(
             f"resuming: {sub.reused} of {sub.total} unit results already stored", soft_wrap=True
         )
     info = wait(db, sub.batch_id, sub.total, show=not quiet, settings=settings)
-    report(db, info, show=not quiet)
+    report(db, info, show=not quiet, boards=boards)
     stored = db.unit_results(sub.batch_id)
     units = get_workload(batch.spec.workload).expand(batch)
     results = [stored[u.id] for u in units if u.id in stored]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 import redis.connection
 from pydantic import Field, ValidationError, field_validator
@@ -41,6 +42,10 @@ class ArenaSettings(BaseSettings):
     # Address-space limit of each worker process, in MiB (an agent that eats memory gets a
     # MemoryError instead of taking the machine down). 0: no limit.
     unit_memory_mb: int = Field(0, ge=0, le=1 << 24)
+    # Where a race check's commands run (docs/sandbox.md): "local" processes for now.
+    sandbox: Literal["local"] = "local"
+    # Address-space limit of each process a race check runs, in MiB. 0: no limit.
+    sandbox_memory_mb: int = Field(8192, ge=0, le=1 << 24)
 
     @field_validator("redis_url")
     @classmethod

@@ -27,7 +27,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-FingerprintKind = Literal["source", "distribution", "declared", "file", "builtin", "unversioned"]
+FingerprintKind = Literal[
+    "source", "distribution", "declared", "file", "builtin", "unversioned", "commit"
+]
 # Folders never part of an agent's source: caches and version-control data.
 SKIPPED_DIRS = {"__pycache__", ".git", ".hg", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 ENGINE_PACKAGES = ("scoring", "workers", "tasks")
@@ -101,6 +103,11 @@ def file_fingerprint(path: str | Path) -> AgentFingerprint:
 
 def declared_fingerprint(version: str) -> AgentFingerprint:
     return AgentFingerprint(kind="declared", digest=version, detail="version declared in the spec")
+
+
+def commit_fingerprint(commit: str, detail: str) -> AgentFingerprint:
+    """A race agent is its branch's commit, resolved at submission."""
+    return AgentFingerprint(kind="commit", digest=commit, detail=detail)
 
 
 def unversioned_fingerprint(why: str) -> AgentFingerprint:

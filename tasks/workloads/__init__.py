@@ -14,7 +14,7 @@ from tasks.identity import BatchIdentity, batch_identity
 from tasks.spec import BatchSpec
 from tasks.validation import InputError, describe_validation_error
 from tasks.workloads.base import ValidatedBatch, Workload, normalise
-from workers.fingerprint import AgentFingerprint, FingerprintError, engine_fingerprint
+from workers.fingerprint import engine_fingerprint
 
 
 @cache
@@ -58,6 +58,8 @@ def validate_batch(data: Any, identity: BatchIdentity | None = None) -> Validate
     given — a reducer rebuilds the batch a submitter identified, it never re-fingerprints."""
     if not isinstance(data, dict):
         raise InputError("spec: expected a mapping with workload, agents, items, protocol")
+    if isinstance(data.get("workload"), str) and data["workload"] in workloads():
+        data = workloads()[data["workload"]].coerce_spec(data)
     try:
         spec = BatchSpec.model_validate(data)
     except ValidationError as exc:
@@ -76,18 +78,8 @@ def validate_batch(data: Any, identity: BatchIdentity | None = None) -> Validate
         raise InputError(describe_validation_error(exc, prefix="params.")) from None
     normalised = normalise(spec, agents, items, params)
     if identity is None:
-        identity = batch_identity(normalised, _fingerprints(workload, agents), engine_fingerprint())
+        fingerprints = workload.fingerprint_agents(agents, items, params)
+        identity = batch_identity(normalised, fingerprints, engine_fingerprint())
     batch = ValidatedBatch(spec=spec, agents=agents, items=items, params=params, identity=identity)
     workload.check(batch)
     return batch
-
-
-def _fingerprints(workload: Workload, agents: list[Any]) -> dict[str, AgentFingerprint]:
-    found = {}
-    for index, agent in enumerate(agents):
-        try:
-            found[workload.agent_key(agent)] = workload.fingerprint_agent(agent)
-        except FingerprintError as exc:
-            field = "entry_point" if getattr(agent, "entry_point", None) else "name"
-            raise InputError(f"agents[{index}].{field}: {exc}") from None
-    return found

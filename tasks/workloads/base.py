@@ -15,8 +15,10 @@ from pydantic import BaseModel, ConfigDict
 
 from tasks.identity import BatchIdentity
 from tasks.spec import BatchSpec, derive_seed
+from tasks.validation import InputError
 from workers.fingerprint import (
     AgentFingerprint,
+    FingerprintError,
     builtin_fingerprint,
     check_entry_point,
     declared_fingerprint,
@@ -168,6 +170,11 @@ class Workload(ABC):
     table_columns: ClassVar[tuple[Column, ...]] = ()
     errors_column: ClassVar[Column | None] = None
 
+    def coerce_spec(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A workload whose spec has its own shape (a race: task, repo, scoring) maps it onto
+        the generic one here; the stored, normalised spec is always the generic shape."""
+        return data
+
     def coerce_agent(self, raw: str | dict[str, Any]) -> dict[str, Any]:
         """A bare string names a built-in agent."""
         return {"name": raw} if isinstance(raw, str) else raw
@@ -208,6 +215,19 @@ class Workload(ABC):
                 "an HTTP agent without a declared version cannot be fingerprinted: always rerun"
             )
         return builtin_fingerprint(self.agent_key(agent))
+
+    def fingerprint_agents(
+        self, agents: list[Any], items: list[Any], params: Any
+    ) -> dict[str, AgentFingerprint]:
+        """Every agent's fingerprint (a race resolves branches in the item's repository)."""
+        found = {}
+        for index, agent in enumerate(agents):
+            try:
+                found[self.agent_key(agent)] = self.fingerprint_agent(agent)
+            except FingerprintError as exc:
+                field = "entry_point" if getattr(agent, "entry_point", None) else "name"
+                raise InputError(f"agents[{index}].{field}: {exc}") from None
+        return found
 
     def expand(self, batch: ValidatedBatch) -> list[Unit]:
         """agents × items × episodes, in a fixed order, with seeds derived from the batch seed."""

@@ -1,0 +1,46 @@
+"""A race's scoring configuration from the repository's hydra.toml (the seed's format), read
+from the base ref at submission: an agent's branch cannot change how it is scored."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+from tasks.validation import InputError
+
+CONFIG_FILE = "hydra.toml"
+
+
+def read_hydra_toml(repo: str, base: str) -> dict[str, Any]:
+    """The [scoring] table of hydra.toml on `base` (local repositories; give a URL's race a
+    `scoring` block in its spec)."""
+    from workers.race.git import GitError, git, is_local
+
+    where = f"{repo} ({base})"
+    if not is_local(repo):
+        raise InputError(f"scoring: give a scoring block (hydra.toml is read only from a local "
+                         f"repository, not {repo})")  # fmt: skip
+    try:
+        text = git("show", f"{base}:{CONFIG_FILE}", cwd=_path(repo))
+    except GitError as exc:
+        raise InputError(
+            f"scoring: no scoring block in the spec, and no {CONFIG_FILE} on {where} "
+            f"({' '.join(str(exc).split())[:200]})"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{CONFIG_FILE} on {where}: not valid TOML ({exc})") from None
+    scoring = data.get("scoring")
+    if not isinstance(scoring, dict):
+        raise InputError(f"{CONFIG_FILE} on {where}: no [scoring] table")
+    return scoring
+
+
+def _path(repo: str) -> Any:
+    from pathlib import Path
+
+    path = Path(repo)
+    if not path.is_dir():
+        raise InputError(f"repo: {repo} does not exist")
+    return path

@@ -1,0 +1,55 @@
+"""How a race reads to people: the seed's CLI layout for a race's results and for a board."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scoring.race import DimensionScores, RankedAgent, Verdict, format_race_results
+from tasks.workloads.base import LeaderboardEntry
+
+
+def _ranked(rows: Sequence[dict[str, Any]]) -> list[RankedAgent]:
+    return [
+        RankedAgent(
+            rank=row["rank"],
+            name=row["name"],
+            composite=row["composite"],
+            scores=DimensionScores.model_validate(row["scores"], strict=False),
+        )
+        for row in rows
+    ]
+
+
+def format_results(summary: dict[str, Any], batch_id: str) -> str:
+    """`arena race results`: ranking, winner and merge hint, then errors and notes."""
+    ranked = _ranked(summary["agents"])
+    branches = {row["name"]: row["branch"] for row in summary["agents"]}
+    verdict = Verdict(summary["verdict"])
+    hint = f"Run `arena race merge {batch_id}` to merge into {summary['base']}."
+    if verdict is not Verdict.AUTO_MERGE:
+        hint += f" (verdict {verdict.value}: add --force)"
+    lines = [format_race_results(ranked, summary["task"], verdict, branches=branches,
+                                 merge_hint=hint if ranked else None)]  # fmt: skip
+    errors = summary.get("errors") or {}
+    if errors:
+        lines += ["", "Not scored (the check could not run):"]
+        lines += [f"  {name}: {reason}" for name, reason in sorted(errors.items())]
+    notes = [(row["name"], note) for row in summary["agents"] for note in row.get("notes", [])]
+    if notes:
+        lines += ["", "Notes:"] + [f"  {name}: {note}" for name, note in notes]
+    return "\n".join(lines)
+
+
+def format_board(name: str, entries: Sequence[LeaderboardEntry]) -> str:
+    """A race board in the seed's layout (each agent's latest race on this protocol)."""
+    ordered = sorted(entries, key=lambda e: (-e.score, e.agent))
+    rows, previous = [], None
+    for position, entry in enumerate(ordered, start=1):
+        rank = previous[0] if previous and previous[1] == entry.score else position
+        rows.append({"rank": rank, "name": entry.agent, "composite": entry.score,
+                     "scores": entry.stats["scores"]})  # fmt: skip
+        previous = (rank, entry.score)
+    task = entries[0].stats.get("task") if entries else None
+    text = format_race_results(_ranked(rows), task)
+    return text.replace("Race Results", f"Race Leaderboard {name}", 1)

@@ -1,0 +1,190 @@
+"""One race check: a fresh checkout of a branch (or the base), its build, tests and lint run
+through a sandbox, and its diff against the base (seeds/race-scoring-engine.md, "Evaluation
+Pipeline"). Scores are not computed here: tests and lint need the baseline and speed needs
+every agent, so the reducer scores once every check is in (scoring/race.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from scoring.race import LintCounts, TestCounts
+from scoring.race_lint import parse_lint_output
+from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
+from workers.race.git import DiffStats, checkout, clone, commit_of, diff_stats
+from workers.sandbox import CommandResult, Sandbox, SandboxLimits
+
+TAIL_CHARS = 2_000  # of each command's output, kept with the result; the whole goes to the log
+MAX_JUNIT_BYTES = 16 * 1024 * 1024
+EXIT_NOT_FOUND = 127  # what sh returns for a command it cannot find
+
+
+class CheckError(RuntimeError):
+    """The check cannot measure this branch (no such branch, a command not installed): the
+    unit is an error result with this reason, and the race reduces the others."""
+
+
+class CheckCommands(BaseModel):
+    """What a race runs; a command left out (None) is not measured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    build: str | None = None
+    tests: str | None = None
+    lint: str | None = None
+    timeout_s: float = 120.0
+    test_runner: RunnerName | None = None  # None: recognised from the output
+    junit_xml: str | None = None  # a report the test command writes (path in the checkout)
+    linter: str | None = None  # None: recognised from the output
+
+
+class CommandRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    command: str
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    output_tail: str
+    output_bytes: int
+
+
+class TestsRun(CommandRun):
+    __test__ = False  # not a pytest class
+
+    runner: str  # the parser that read the counts, or "exit-code"
+    counts: TestCounts | None
+
+
+class LintRun(CommandRun):
+    linter: str
+    counts: LintCounts | None
+
+
+class CheckResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["agent", "baseline"]
+    ref: str
+    commit: str
+    base_commit: str
+    build: CommandRun | None = None
+    tests: TestsRun | None = None
+    lint: LintRun | None = None
+    tests_skipped: bool = False  # the build failed: tests and lint were not run
+    diff: DiffStats
+    checkout_s: float
+
+
+def _run(
+    sandbox: Sandbox, which: str, command: str, workdir: Path, commands: CheckCommands,
+    limits: SandboxLimits | None, echo: Callable[[str], None],
+) -> CommandResult:  # fmt: skip
+    done = sandbox.run(command, workdir, commands.timeout_s, limits=limits)
+    status = "timed out" if done.timed_out else f"exit {done.exit_code}"
+    echo(f"== {which}: {command} ({status}, {done.duration_s:.2f}s)")
+    echo(done.output.rstrip("\n"))
+    if done.error is not None:
+        raise CheckError(f"{which} command could not start: {done.error}")
+    if done.exit_code == EXIT_NOT_FOUND and not done.timed_out:
+        last = done.output.strip().splitlines()[-1:] or ["command not found"]
+        raise CheckError(f"{which} command {command!r}: not installed ({last[0][:200]})")
+    return done
+
+
+def _fields(done: CommandResult) -> dict[str, object]:
+    return {
+        "command": done.command, "exit_code": done.exit_code, "timed_out": done.timed_out,
+        "duration_s": done.duration_s, "output_tail": done.output[-TAIL_CHARS:],
+        "output_bytes": done.output_bytes,
+    }  # fmt: skip
+
+
+def _junit_counts(workdir: Path, relative: str) -> TestCounts | None:
+    path = (workdir / relative).resolve()
+    if not path.is_relative_to(workdir.resolve()) or not path.is_file():
+        return None
+    if path.stat().st_size > MAX_JUNIT_BYTES:
+        return None
+    return parse_junit_xml(path.read_text(errors="replace"))
+
+
+def _tests(done: CommandResult, workdir: Path, commands: CheckCommands) -> TestsRun:
+    counts = _junit_counts(workdir, commands.junit_xml) if commands.junit_xml else None
+    if counts is not None:
+        return TestsRun.model_validate({**_fields(done), "runner": "junit", "counts": counts})
+    report = parse_test_output(done.output, done.exit_code or 0, commands.test_runner)
+    return TestsRun.model_validate(
+        {**_fields(done), "runner": report.runner, "counts": report.counts}
+    )
+
+
+def run_check(
+    repo: str,
+    ref: str,
+    base: str,
+    commands: CheckCommands,
+    sandbox: Sandbox,
+    *,
+    role: Literal["agent", "baseline"] = "agent",
+    expected_commit: str | None = None,
+    limits: SandboxLimits | None = None,
+    workdir_root: Path | None = None,
+    echo: Callable[[str], None] = print,
+) -> CheckResult:
+    """Check `ref` of `repo` (at `expected_commit`, the commit resolved at submission, when
+    given) against `base`; the checkout is removed afterwards whatever happens."""
+    started = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="arena-race-", dir=workdir_root))
+    try:
+        workdir = root / "checkout"
+        # The clone first: it is what tells whether the branch exists on the worker's side.
+        clone(repo, workdir)
+        commit = expected_commit or commit_of(workdir, ref)
+        if commit is None:
+            raise CheckError(f"branch {ref!r} not found in {repo}")
+        base_commit = commit_of(workdir, base)
+        if base_commit is None:
+            raise CheckError(f"base {base!r} not found in {repo}")
+        checkout(workdir, commit)
+        result = CheckResult(
+            role=role, ref=ref, commit=commit, base_commit=base_commit,
+            diff=diff_stats(workdir, base_commit, commit) if role == "agent" else
+            DiffStats(lines_added=0, lines_removed=0, files_changed=0),
+            checkout_s=time.perf_counter() - started,
+        )  # fmt: skip
+        _measure(result, workdir, commands, sandbox, limits, echo)
+        return result
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _measure(
+    result: CheckResult, workdir: Path, commands: CheckCommands, sandbox: Sandbox,
+    limits: SandboxLimits | None, echo: Callable[[str], None],
+) -> None:  # fmt: skip
+    """Build, then tests and lint unless the build failed (the seed's short-circuit; the
+    baseline is measured whole, so every agent is compared with the same numbers)."""
+    if commands.build:
+        done = _run(sandbox, "build", commands.build, workdir, commands, limits, echo)
+        result.build = CommandRun.model_validate(_fields(done))
+        if (done.exit_code != 0 or done.timed_out) and result.role == "agent":
+            result.tests_skipped = True
+            echo("== build failed: tests and lint not run")
+            return
+    if commands.tests:
+        done = _run(sandbox, "tests", commands.tests, workdir, commands, limits, echo)
+        result.tests = _tests(done, workdir, commands)
+    if commands.lint:
+        done = _run(sandbox, "lint", commands.lint, workdir, commands, limits, echo)
+        report = parse_lint_output(done.output, done.exit_code or 0, commands.linter)
+        result.lint = LintRun.model_validate(
+            {**_fields(done), "linter": report.linter, "counts": report.counts}
+        )
