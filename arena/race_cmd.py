@@ -39,8 +39,6 @@ def race_spec(
         if not sep or not name or not branch:
             raise InputError(f"--agent: {given!r} is not NAME=BRANCH")
         data.setdefault("agents", []).append({"name": name, "branch": branch})
-    if "repo" in data and isinstance(data["repo"], str) and "://" not in data["repo"]:
-        data["repo"] = str(Path(data["repo"]).expanduser().resolve())
     data.setdefault("workload", "race")
     return data
 

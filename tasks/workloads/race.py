@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
@@ -22,7 +23,6 @@ from scoring.race import (
     CommandsConfigured,
     LintOutcome,
     RaceMeasures,
-    RaceOutcome,
     RaceWeights,
     TestOutcome,
     Thresholds,
@@ -42,6 +42,7 @@ from tasks.workloads.base import (
 )
 from tasks.workloads.race_config import read_hydra_toml
 from workers.fingerprint import AgentFingerprint, commit_fingerprint, unversioned_fingerprint
+from workers.race.git import is_local
 
 BASELINE = "@baseline"  # the base ref's check; no agent name can start with '@'
 ITEM = "race"
@@ -172,16 +173,19 @@ class RaceWorkload(Workload):
             race = RaceSpecTop.model_validate(top)
         except ValidationError as exc:
             raise InputError(describe_validation_error(exc)) from None
+        repo = race.repo
+        if is_local(repo):  # the workers' working directory may not be the submitter's
+            repo = str(Path(repo).expanduser().resolve())
         if race.scoring is not None:
             scoring, where = race.scoring, "scoring."
         else:
-            scoring, where = read_hydra_toml(race.repo, race.base), "hydra.toml: scoring."
+            scoring, where = read_hydra_toml(repo, race.base), "hydra.toml: scoring."
         try:
             RaceParams.model_validate(scoring)
         except ValidationError as exc:
             raise InputError(describe_validation_error(exc, prefix=where)) from None
         generic = {k: data[k] for k in GENERIC_KEYS if k in data}
-        item = {"name": ITEM, "task": race.task, "repo": race.repo, "base": race.base}
+        item = {"name": ITEM, "task": race.task, "repo": repo, "base": race.base}
         return {**generic, "items": [item], "params": scoring}
 
     def check(self, batch: ValidatedBatch) -> None:
@@ -275,29 +279,16 @@ class RaceWorkload(Workload):
         return result.model_dump(mode="json")
 
     def reduce(self, batch: ValidatedBatch, results: Sequence[UnitResult]) -> Reduction:
-        item: RaceItem = batch.items[0]
-        outcome, summary = reduce_race(batch, results)
-        if outcome is None:  # no check could run: nothing to rank
-            return Reduction(summary=summary, entries=[])
-        agents = {a.name: a for a in batch.agents}
-        by_agent = {r.agent: r for r in results}
-        entries = [
-            LeaderboardEntry(
-                agent=a.name,
-                score=a.composite,
-                stats={
-                    "rank": a.rank,
-                    "composite": a.composite,
-                    "scores": a.scores.model_dump(mode="json"),
-                    "notes": a.notes,
-                    "branch": agents[a.name].branch,
-                    "commit": by_agent[a.name].result["commit"],
-                    "task": item.task,
-                    "verdict": outcome.verdict.value,
-                },
+        """The summary `arena race results` prints; each scored agent's row, less its raw
+        measures, is its board entry."""
+        summary = reduce_race(batch, results)
+        race = {"task": summary["task"], "verdict": summary["verdict"]}
+        entries = []
+        for row in summary["agents"]:
+            stats = {k: v for k, v in row.items() if k not in ("name", "measures")}
+            entries.append(
+                LeaderboardEntry(agent=row["name"], score=row["composite"], stats={**stats, **race})
             )
-            for a in outcome.agents
-        ]
         return Reduction(summary=summary, entries=entries)
 
     def format_board(self, name: str, entries: Sequence[LeaderboardEntry]) -> str | None:
@@ -318,9 +309,7 @@ def _outcome(run: dict[str, Any] | None, kind: type[Any]) -> Any:
     return kind.model_validate(fields, strict=False)
 
 
-def reduce_race(
-    batch: ValidatedBatch, results: Sequence[UnitResult]
-) -> tuple[RaceOutcome | None, dict[str, Any]]:
+def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[str, Any]:
     """The race scored from its checks' raw measures (scoring.race.score_race), and the summary
     `arena race results` prints: ranking, verdict, notes, errors and the measures behind them."""
     item: RaceItem = batch.items[0]
@@ -369,4 +358,4 @@ def reduce_race(
         "baseline": {k: base_raw.get(k) for k in ("commit", "build", "tests", "lint")}
         if base_ok else {"error": errors.get(BASELINE, "no baseline check")},
     }  # fmt: skip
-    return outcome, summary
+    return summary

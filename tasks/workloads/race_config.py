@@ -4,6 +4,7 @@ from the base ref at submission: an agent's branch cannot change how it is score
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 from typing import Any
 
 from tasks.validation import InputError
@@ -20,8 +21,10 @@ def read_hydra_toml(repo: str, base: str) -> dict[str, Any]:
     if not is_local(repo):
         raise InputError(f"scoring: give a scoring block (hydra.toml is read only from a local "
                          f"repository, not {repo})")  # fmt: skip
+    if not Path(repo).is_dir():
+        raise InputError(f"repo: {repo} does not exist")
     try:
-        text = git("show", f"{base}:{CONFIG_FILE}", cwd=_path(repo))
+        text = git("show", f"{base}:{CONFIG_FILE}", cwd=Path(repo))
     except GitError as exc:
         raise InputError(
             f"scoring: no scoring block in the spec, and no {CONFIG_FILE} on {where} "
@@ -35,12 +38,3 @@ def read_hydra_toml(repo: str, base: str) -> dict[str, Any]:
     if not isinstance(scoring, dict):
         raise InputError(f"{CONFIG_FILE} on {where}: no [scoring] table")
     return scoring
-
-
-def _path(repo: str) -> Any:
-    from pathlib import Path
-
-    path = Path(repo)
-    if not path.is_dir():
-        raise InputError(f"repo: {repo} does not exist")
-    return path

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scoring.race import DimensionScores, RankedAgent, Verdict, format_race_results
+from scoring.race import (
+    AgentScore,
+    DimensionScores,
+    RankedAgent,
+    Verdict,
+    format_race_results,
+    rank_agents,
+)
 from tasks.workloads.base import LeaderboardEntry
 
 
@@ -43,13 +50,11 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
 
 def format_board(name: str, entries: Sequence[LeaderboardEntry]) -> str:
     """A race board in the seed's layout (each agent's latest race on this protocol)."""
-    ordered = sorted(entries, key=lambda e: (-e.score, e.agent))
-    rows, previous = [], None
-    for position, entry in enumerate(ordered, start=1):
-        rank = previous[0] if previous and previous[1] == entry.score else position
-        rows.append({"rank": rank, "name": entry.agent, "composite": entry.score,
-                     "scores": entry.stats["scores"]})  # fmt: skip
-        previous = (rank, entry.score)
+    ranked = rank_agents([
+        AgentScore(name=e.agent, composite=e.score,
+                   scores=DimensionScores.model_validate(e.stats["scores"], strict=False))
+        for e in entries
+    ])  # fmt: skip
     task = entries[0].stats.get("task") if entries else None
-    text = format_race_results(_ranked(rows), task)
+    text = format_race_results(ranked, task)
     return text.replace("Race Results", f"Race Leaderboard {name}", 1)

@@ -113,6 +113,13 @@ def test_a_python_race_on_the_embedded_cluster(python_repo, tmp_path: Path):
     assert f"arena race merge {result['batch_id']}" in shown.stdout
     assert "ghost" in shown.stdout
 
+    # The race's board, in the same layout, ranked the same way.
+    (board,) = arena("leaderboard", env=env).stdout.split()
+    shown_board = arena("leaderboard", board, env=env).stdout.splitlines()
+    assert shown_board[0].startswith(f"Race Leaderboard {board}")
+    ranks = [line.split()[:2] for line in shown_board if line.strip().startswith("#")]
+    assert ranks == [[f"#{i}", name] for i, name in enumerate(order, start=1)]
+
     # Every command's whole output is in the check's log.
     logs = arena("race", "logs", result["batch_id"], "breaks-test", env=env)
     assert "== tests: python -m pytest" in logs.stdout and "1 failed, 5 passed" in logs.stdout

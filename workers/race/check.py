@@ -15,10 +15,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from scoring.race import LintCounts, TestCounts
+from scoring.race import DiffStats, LintCounts, TestCounts
 from scoring.race_lint import parse_lint_output
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
-from workers.race.git import DiffStats, checkout, clone, commit_of, diff_stats
+from workers.race.git import checkout, clone, commit_of, diff_stats
 from workers.sandbox import CommandResult, Sandbox, SandboxLimits
 
 TAIL_CHARS = 2_000  # of each command's output, kept with the result; the whole goes to the log

@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from scoring.race import DiffStats
 
 GIT_TIMEOUT_S = 120.0
 _SHA = frozenset("0123456789abcdef")
@@ -18,14 +18,6 @@ _SHA = frozenset("0123456789abcdef")
 
 class GitError(RuntimeError):
     """A git step failed; the message says which and why (for the unit's error result)."""
-
-
-class DiffStats(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    lines_added: int
-    lines_removed: int
-    files_changed: int
 
 
 def git_environment() -> dict[str, str]:
@@ -37,11 +29,20 @@ def git_environment() -> dict[str, str]:
     return env
 
 
-def git(*args: str, cwd: Path | None = None, timeout_s: float = GIT_TIMEOUT_S) -> str:
-    command = ["git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false", *args]
+def git(
+    *args: str, cwd: Path | None = None, timeout_s: float = GIT_TIMEOUT_S, isolated: bool = True
+) -> str:
+    """Run git; its stdout, or GitError. `isolated=False` (a merge into the user's own
+    repository) keeps the user's identity, configuration and hooks."""
+    if isolated:
+        command = ["git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
+        env = git_environment()
+    else:
+        command = ["git"]
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     try:
         done = subprocess.run(
-            command, cwd=cwd, env=git_environment(), capture_output=True, text=True,
+            [*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
             timeout=timeout_s, stdin=subprocess.DEVNULL, check=False,
         )  # fmt: skip
     except FileNotFoundError:

@@ -3,24 +3,15 @@ repository, with the user's own git identity and configuration (it is their repo
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from pathlib import Path
 
-from workers.race.git import GitError
+from workers.race.git import GitError, git
 
 
 def _git(*args: str, cwd: Path) -> str:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False,
-        stdin=subprocess.DEVNULL, timeout=300,
-    )  # fmt: skip
-    if done.returncode != 0:
-        message = " ".join((done.stderr or done.stdout).split())[:300]
-        raise GitError(f"git {args[0]} failed: {message}")
-    return done.stdout
+    return git(*args, cwd=cwd, timeout_s=300, isolated=False)
 
 
 def _worktree_of(repo: Path, base: str) -> Path | None:
