@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +14,10 @@ from rich.console import Console
 
 from arena.embedded import embedded_redis, start_workers, stop
 from tasks.settings import ArenaSettings
-from tasks.store import Store
+from tasks.store import FINISHED, Store
+from tasks.workloads.base import ValidatedBatch
+
+POLL_S = 0.02
 
 
 @contextmanager
@@ -40,3 +44,26 @@ def bench_cluster(
             raise
         finally:
             stop(pool, timeout=15)
+
+
+def timed_batch(
+    store: Store, batch: ValidatedBatch, pool: subprocess.Popen[bytes], timeout_s: float = 600
+) -> tuple[float, str]:
+    """(wall s from submit() until the batch is `done`, its id): a fresh batch every call.
+    Raises when it ends otherwise, or is stuck (the pool died, or the timeout passed)."""
+    from tasks.submit import submit
+
+    started = time.perf_counter()
+    sub = submit(store, batch, fresh=True)
+    assert sub.state == "enqueued", sub
+    while True:
+        done, status = store.progress(sub.batch_id)
+        if status in FINISHED:
+            break
+        if pool.poll() is not None or time.perf_counter() - started > timeout_s:
+            raise RuntimeError(f"batch {sub.batch_id} stuck at {done}/{sub.total} ({status})")
+        time.sleep(POLL_S)
+    wall = time.perf_counter() - started
+    if status != "done":
+        raise RuntimeError(f"batch {sub.batch_id} ended {status}: {store.batch(sub.batch_id)}")
+    return wall, sub.batch_id

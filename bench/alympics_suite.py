@@ -16,18 +16,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _cluster import bench_cluster  # beside this script
+from _cluster import bench_cluster, timed_batch  # beside this script
 from rich.console import Console
 
 from arena.alympics import benchmark_spec, result_of
 from tasks.execute import execute_batch
-from tasks.store import FINISHED, Store
+from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import UnitResult, ValidatedBatch
 from workers.games import GAMES, play_episode
 from workers.games.prisoners_dilemma import AlwaysDefect, TitForTat
 
-POLL_S = 0.02
 PD_ROUNDS = 100
 console = Console(soft_wrap=True)  # long lines are not wrapped (they are copied into docs)
 
@@ -47,22 +46,8 @@ def on_cluster(
     store: Store, batch: ValidatedBatch, pool: subprocess.Popen[bytes], timeout_s: float = 600
 ) -> tuple[float, float]:
     """(wall s from submit() until the batch is `done`, composite score of the stored results)."""
-    from tasks.submit import submit
-
-    started = time.perf_counter()
-    sub = submit(store, batch, fresh=True)
-    assert sub.state == "enqueued", sub
-    while True:
-        done, status = store.progress(sub.batch_id)
-        if status in FINISHED:
-            break
-        if pool.poll() is not None or time.perf_counter() - started > timeout_s:
-            raise RuntimeError(f"batch {sub.batch_id} stuck at {done}/{sub.total} ({status})")
-        time.sleep(POLL_S)
-    wall = time.perf_counter() - started
-    if status != "done":
-        raise RuntimeError(f"batch {sub.batch_id} ended {status}: {store.batch(sub.batch_id)}")
-    stored = store.unit_results(sub.batch_id)
+    wall, batch_id = timed_batch(store, batch, pool, timeout_s)
+    stored = store.unit_results(batch_id)
     results = [stored[u.id] for u in get_workload("alympics").expand(batch)]
     assert all(r.status == "ok" for r in results), [r.reason for r in results if r.reason]
     return wall, result_of(batch, results).composite_score

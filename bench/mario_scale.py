@@ -10,15 +10,16 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import statistics
+import subprocess
 import time
 from typing import Any
 
-from _cluster import bench_cluster  # beside this script
+from _cluster import bench_cluster, timed_batch  # beside this script
 from rich.console import Console
 from rich.table import Table
 
 from tasks.execute import execute_batch
-from tasks.store import FINISHED, Store
+from tasks.store import Store
 from tasks.workloads import validate_batch
 from tasks.workloads.base import ValidatedBatch
 
@@ -40,26 +41,20 @@ def make_batch(episodes: int, leaderboard: str) -> ValidatedBatch:
     return validate_batch(spec)
 
 
-def on_cluster(store: Store, batch: ValidatedBatch) -> tuple[float, int]:
+def on_cluster(
+    store: Store, batch: ValidatedBatch, pool: subprocess.Popen[bytes]
+) -> tuple[float, int]:
     """Seconds from submit() to `done`, and the emulator frames the batch played."""
-    from tasks.submit import submit
-
-    started = time.perf_counter()
-    sub = submit(store, batch, fresh=True)
-    while (status := store.progress(sub.batch_id)[1]) not in FINISHED:
-        time.sleep(0.02)
-    wall = time.perf_counter() - started
-    if status != "done":
-        raise RuntimeError(f"batch {sub.batch_id} ended {status}")
-    frames = sum(r.result["frames"] for r in store.unit_results(sub.batch_id).values())
+    wall, batch_id = timed_batch(store, batch, pool)
+    frames = sum(r.result["frames"] for r in store.unit_results(batch_id).values())
     return wall, frames
 
 
 def cluster_runs(workers: int, episodes: int, repeat: int) -> list[tuple[float, int]]:
     """`repeat` runs of the batch on a fresh embedded cluster of `workers` processes."""
-    with bench_cluster(workers, console) as (store, _pool):
-        on_cluster(store, make_batch(2, "warm-up"))  # every child imports the emulator
-        return [on_cluster(store, make_batch(episodes, "bench-mario")) for _ in range(repeat)]
+    with bench_cluster(workers, console) as (store, pool):
+        on_cluster(store, make_batch(2, "warm-up"), pool)  # every child imports the emulator
+        return [on_cluster(store, make_batch(episodes, "bench-mario"), pool) for _ in range(repeat)]
 
 
 def main() -> None:

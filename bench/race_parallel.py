@@ -11,19 +11,20 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _cluster import bench_cluster  # beside this script
+from _cluster import bench_cluster, timed_batch  # beside this script
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.race.projects
 from tasks.execute import execute_batch
-from tasks.store import FINISHED, Store
+from tasks.store import Store
 from tasks.workloads import validate_batch
 from tasks.workloads.base import ValidatedBatch
 from tests.race.projects import RaceRepo, agent_spec_entries, make_python_repo
@@ -42,24 +43,19 @@ def make_batch(repo: RaceRepo) -> ValidatedBatch:
     return validate_batch(spec)
 
 
-def on_cluster(store: Store, batch: ValidatedBatch) -> float:
-    from tasks.submit import submit
-
-    started = time.perf_counter()
-    sub = submit(store, batch, fresh=True)
-    while (status := store.progress(sub.batch_id)[1]) not in FINISHED:
-        time.sleep(0.02)
-    info = store.batch(sub.batch_id)
-    if status != "done" or info is None or info.errors:
-        raise RuntimeError(f"race {sub.batch_id} ended {status} with errors")
-    return time.perf_counter() - started
+def on_cluster(store: Store, batch: ValidatedBatch, pool: subprocess.Popen[bytes]) -> float:
+    wall, batch_id = timed_batch(store, batch, pool)
+    info = store.batch(batch_id)
+    if info is None or info.errors:
+        raise RuntimeError(f"race {batch_id} ended with errors")
+    return wall
 
 
 def cluster_runs(workers: int, repo: RaceRepo, repeat: int) -> list[float]:
-    with bench_cluster(workers, console) as (store, _pool):
+    with bench_cluster(workers, console) as (store, pool):
         batch = make_batch(repo)
-        on_cluster(store, batch)  # warm-up: every worker process imports the race code
-        return [on_cluster(store, batch) for _ in range(repeat)]
+        on_cluster(store, batch, pool)  # warm-up: every worker process imports the race code
+        return [on_cluster(store, batch, pool) for _ in range(repeat)]
 
 
 def main() -> None:
