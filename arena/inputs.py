@@ -17,10 +17,12 @@ from scoring.race import (
     DIMENSIONS,
     DimensionName,
     DimensionScores,
-    RaceMeasures,
     RaceWeights,
     Score,
     Thresholds,
+)
+from scoring.race_measures import (
+    RaceMeasures,
 )
 
 
@@ -186,7 +188,7 @@ def is_race_measures(data: Any) -> bool:
 
 
 def parse_race(data: Any) -> RaceInput | RaceMeasures:
-    """Dimension scores (RaceInput) or raw measures (scoring.race.RaceMeasures)."""
+    """Dimension scores (RaceInput) or raw measures (scoring.race_measures.RaceMeasures)."""
     if is_race_measures(data):
         measures: RaceMeasures = _validate(TypeAdapter(RaceMeasures), data, "")
         return measures

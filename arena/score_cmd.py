@@ -9,7 +9,7 @@ from arena.errors import InputError
 from arena.inputs import parse_alympics, parse_mario, parse_race
 from scoring import alympics, mario, race
 from scoring.mario_display import format_aggregate, format_episode_breakdown, format_leaderboard
-from scoring.race import RaceMeasures
+from scoring.race_measures import RaceMeasures, score_race
 
 
 def _mario(data: Any) -> tuple[str, dict[str, Any]]:
@@ -43,7 +43,7 @@ def _race(data: Any) -> tuple[str, dict[str, Any]]:
     spec = parse_race(data)
     try:
         if isinstance(spec, RaceMeasures):
-            outcome = race.score_race(spec)
+            outcome = score_race(spec)
         else:
             outcome = race.score_race_dimensions(
                 {a.name: a.scores() for a in spec.agents},

@@ -3,8 +3,8 @@
 A race is one batch: a baseline check of the base ref and one check per agent branch, each in a
 fresh checkout of its own (workers/race/check.py), run through the sandbox. The reducer scores
 them together (tests and lint against the baseline, speed against the fastest agent) with
-scoring.race.score_race, ranks them and gives the verdict. The spec has its own shape (task,
-repo, base, scoring: the keys of the seed's hydra.toml); it is stored in the generic one.
+scoring.race_measures.score_race, ranks them and gives the verdict. The spec has its own shape
+(task, repo, base, scoring: the keys of the seed's hydra.toml); it is stored in the generic one.
 """
 
 from __future__ import annotations
@@ -17,18 +17,20 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from scoring.race import (
-    AgentMeasures,
-    BaselineMeasures,
     BuildOutcome,
-    CommandsConfigured,
     LintOutcome,
-    RaceMeasures,
     RaceWeights,
     TestOutcome,
     Thresholds,
+)
+from scoring.race_measures import (
+    AgentMeasures,
+    BaselineMeasures,
+    CommandsConfigured,
+    RaceMeasures,
     score_race,
 )
-from scoring.race import DiffStats as ScoredDiff
+from scoring.race_measures import DiffStats as ScoredDiff
 from tasks.spec import SpecModel
 from tasks.validation import InputError, describe_validation_error
 from tasks.workloads.base import (
@@ -310,8 +312,8 @@ def _outcome(run: dict[str, Any] | None, kind: type[Any]) -> Any:
 
 
 def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[str, Any]:
-    """The race scored from its checks' raw measures (scoring.race.score_race), and the summary
-    `arena race results` prints: ranking, verdict, notes, errors and the measures behind them."""
+    """The race scored from its checks' raw measures (scoring.race_measures.score_race), and the
+    summary `arena race results` prints: ranking, verdict, notes, errors and their measures."""
     item: RaceItem = batch.items[0]
     params: RaceParams = batch.params
     agents = {a.name: a for a in batch.agents}

@@ -9,17 +9,12 @@ from hypothesis import strategies as st
 
 from scoring.race import (
     DIMENSIONS,
-    AgentMeasures,
     AgentScore,
-    BaselineMeasures,
     BuildOutcome,
-    CommandsConfigured,
-    DiffStats,
     DimensionName,
     DimensionScores,
     LintCounts,
     LintOutcome,
-    RaceMeasures,
     RaceWeights,
     TestCounts,
     TestOutcome,
@@ -36,11 +31,18 @@ from scoring.race import (
     score_diff_size,
     score_lint,
     score_lint_outcome,
-    score_race,
     score_race_dimensions,
     score_speed,
     score_tests,
     score_tests_outcome,
+)
+from scoring.race_measures import (
+    AgentMeasures,
+    BaselineMeasures,
+    CommandsConfigured,
+    DiffStats,
+    RaceMeasures,
+    score_race,
 )
 
 ALL: list[DimensionName] = list(DIMENSIONS)

@@ -15,8 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from scoring.race import DiffStats, LintCounts, TestCounts
+from scoring.race import LintCounts, TestCounts
 from scoring.race_lint import parse_lint_output
+from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
 from workers.race.git import checkout, clone, commit_of, diff_stats
 from workers.sandbox import CommandResult, Sandbox, SandboxLimits

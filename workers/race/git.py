@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from scoring.race import DiffStats
+from scoring.race_measures import DiffStats
 
 GIT_TIMEOUT_S = 120.0
 _SHA = frozenset("0123456789abcdef")
