@@ -33,6 +33,9 @@ ensure_venv() {  # $1: the extras to install, e.g. "dev" or "dev,mario"
     hash=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
     [ -x "$VENV/bin/python" ] || make_venv
     if ! installed_ok "$hash" "$extras"; then
+        local before=""  # keep the extras installed before: another script may need them
+        read -r _ before < "$VENV/.arena-installed" 2>/dev/null || true
+        extras=$(echo "$before,$extras" | tr ',' '\n' | { grep -v '^$' || true; } | sort -u | paste -sd, -)
         echo "arena: installing into $VENV (extras: ${extras:-none}) ..." >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
         "$VENV/bin/python" -m pip install --quiet -e "$ROOT${extras:+[$extras]}" >&2

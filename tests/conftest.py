@@ -1,0 +1,3 @@
+"""Fixtures every test package may use: the real Docker engine (tests/docker_support.py)."""
+
+pytest_plugins = ["tests.docker_support"]

@@ -1,0 +1,92 @@
+"""The real Docker engine for tests: skipped with a message where none answers, except under
+CI=true, where a missing engine or a missing image fails the test instead (a CI machine that
+lost its engine must not pass by skipping).
+
+The engine is the one DOCKER_HOST names (default: the local socket); `.ci/run` starts one and
+`scripts/test` builds the images (scripts/build-images) before pytest runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workers.sandbox.containers import LABEL, EngineUnavailable, docker_client
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER_IMAGE = "arena-worker-cpu:latest"
+# An image with sh and python3 and nothing of Arena's: the offline base, else the worker image.
+BASE_IMAGES = ("arena-base:bookworm", "python:3.11-slim-bookworm", WORKER_IMAGE)
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: required under CI=true (.ci/run starts the engine)")
+    pytest.skip(reason)
+
+
+@functools.cache
+def _engine() -> object:
+    try:
+        return docker_client()
+    except EngineUnavailable as exc:
+        return str(exc)
+
+
+def require_engine() -> Any:
+    """The docker.DockerClient of the test engine, or skip (fail under CI=true)."""
+    client = _engine()
+    if isinstance(client, str):
+        _unavailable(client)
+    return client
+
+
+def require_image(*names: str) -> str:
+    """The first of `names` the engine has, or skip (fail under CI=true) naming the script."""
+    import docker.errors
+
+    client = require_engine()
+    for name in names:
+        try:
+            client.images.get(name)
+            return name
+        except docker.errors.ImageNotFound:
+            continue
+    _unavailable(f"none of the images {', '.join(names)} is built (run scripts/build-images)")
+    raise AssertionError("unreachable")
+
+
+def arena_containers(client: Any) -> list[str]:
+    """Names of every container Arena labelled, running or not."""
+    found = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+    return sorted(c.name for c in found)
+
+
+@pytest.fixture
+def docker_engine() -> Any:
+    return require_engine()
+
+
+@pytest.fixture
+def base_image() -> str:
+    return require_image(*BASE_IMAGES)
+
+
+@pytest.fixture
+def worker_image() -> str:
+    return require_image(WORKER_IMAGE)
+
+
+@pytest.fixture
+def docker_workdir(tmp_path: Path) -> Iterator[Path]:
+    """A work dir a container's user may write (its files are removed even if root made them)."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    yield folder
+    subprocess.run(["rm", "-rf", str(folder)], check=False)
