@@ -42,10 +42,24 @@ class ArenaSettings(BaseSettings):
     # Address-space limit of each worker process, in MiB (an agent that eats memory gets a
     # MemoryError instead of taking the machine down). 0: no limit.
     unit_memory_mb: int = Field(0, ge=0, le=1 << 24)
-    # Where a race check's commands run (docs/sandbox.md): "local" processes for now.
-    sandbox: Literal["local"] = "local"
-    # Address-space limit of each process a race check runs, in MiB. 0: no limit.
+    # Where a race check's commands run (docs/sandbox.md): "local" processes, or "docker": a
+    # sibling container per command through the engine DOCKER_HOST names.
+    sandbox: Literal["local", "docker"] = "local"
+    # Memory limit of a race check's commands, in MiB (local: per process; docker: the
+    # container's cgroup). 0: no limit.
     sandbox_memory_mb: int = Field(8192, ge=0, le=1 << 24)
+    # Docker sandbox: the image commands run in (it must hold the race's toolchain), CPUs per
+    # container (0: no limit) and processes per container (the fork-bomb cap).
+    sandbox_image: str = Field("arena-worker-cpu:latest", min_length=1)
+    sandbox_cpus: float = Field(0.0, ge=0, le=1024, allow_inf_nan=False)
+    sandbox_pids: int = Field(1024, ge=16, le=1 << 22)
+    # The Docker network of a race whose scoring block sets `network: true` (others get none).
+    sandbox_network_mode: str = Field("bridge", min_length=1)
+    # Where checks clone (default: the system's temporary folder). A worker in a container that
+    # drives the host's engine keeps it on a bind mount of sandbox_host_work_dir, the same
+    # folder as the engine's host names it (docs/deploy.md).
+    work_dir: Path | None = None
+    sandbox_host_work_dir: Path | None = None
 
     @field_validator("redis_url")
     @classmethod

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
@@ -45,6 +45,10 @@ from tasks.workloads.base import (
 from tasks.workloads.race_config import read_hydra_toml
 from workers.fingerprint import AgentFingerprint, commit_fingerprint, unversioned_fingerprint
 from workers.race.git import is_local
+
+if TYPE_CHECKING:
+    from tasks.settings import ArenaSettings
+    from workers.sandbox import Sandbox
 
 BASELINE = "@baseline"  # the base ref's check; no agent name can start with '@'
 ITEM = "race"
@@ -125,6 +129,9 @@ class RaceParams(SpecModel):
     test_runner: Literal["pytest", "jest", "cargo", "go"] | None = None
     junit_xml: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
     linter: Literal["ruff", "flake8", "clippy", "eslint"] | None = None
+    # Whether the commands may use the network (the Docker sandbox's ARENA_SANDBOX_NETWORK_MODE;
+    # the local sandbox cannot take it away). Off: a check that downloads must vendor instead.
+    network: bool = False
 
     @field_validator("junit_xml")
     @classmethod
@@ -259,7 +266,7 @@ class RaceWorkload(Workload):
     def run_unit(self, unit: Unit) -> dict[str, Any]:
         from tasks.settings import load_settings
         from workers.race.check import CheckCommands, run_check
-        from workers.sandbox import SandboxLimits, get_sandbox
+        from workers.sandbox import SandboxLimits
 
         params = RaceParams.model_validate(unit.payload["params"])
         item = RaceItem.model_validate(unit.payload["item"])
@@ -272,11 +279,15 @@ class RaceWorkload(Workload):
         )  # fmt: skip
         result = run_check(
             item.repo, unit.payload["agent"]["branch"], item.base, commands,
-            get_sandbox(settings.sandbox),
+            sandbox_from(settings),
             role="baseline" if unit.agent == BASELINE else "agent",
             expected_commit=fingerprint.digest if fingerprint and fingerprint.kind == "commit"
             else None,
-            limits=SandboxLimits(memory_mb=settings.sandbox_memory_mb or None),
+            limits=SandboxLimits(
+                memory_mb=settings.sandbox_memory_mb or None, processes=settings.sandbox_pids,
+                cpus=settings.sandbox_cpus or None, network=params.network,
+            ),
+            workdir_root=settings.work_dir,
         )  # fmt: skip
         return result.model_dump(mode="json")
 
@@ -361,3 +372,15 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
         if base_ok else {"error": errors.get(BASELINE, "no baseline check")},
     }  # fmt: skip
     return summary
+
+
+def sandbox_from(settings: ArenaSettings) -> Sandbox:
+    """The sandbox the settings choose for race commands (docs/sandbox.md)."""
+    from workers.sandbox import get_sandbox
+
+    if settings.sandbox == "docker":
+        return get_sandbox(
+            "docker", image=settings.sandbox_image, network_mode=settings.sandbox_network_mode,
+            work_dir=settings.work_dir, host_work_dir=settings.sandbox_host_work_dir,
+        )  # fmt: skip
+    return get_sandbox("local")

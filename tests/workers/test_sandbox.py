@@ -203,7 +203,7 @@ def test_unstartable_shell_is_an_error_not_an_exception(tmp_path: Path):
 
 def test_get_sandbox_and_limits_model():
     assert isinstance(get_sandbox(), LocalSandbox) and get_sandbox("local").kind == "local"
-    with pytest.raises(ValueError, match="docker"):
-        get_sandbox("docker")
+    with pytest.raises(ValueError, match="'vm'"):
+        get_sandbox("vm")
     with pytest.raises(ValidationError):
         SandboxLimits(memory=1)  # type: ignore[call-arg]

@@ -92,8 +92,9 @@ def _run(
     status = "timed out" if done.timed_out else f"exit {done.exit_code}"
     echo(f"== {which}: {command} ({status}, {done.duration_s:.2f}s)")
     echo(done.output.rstrip("\n"))
-    if done.error is not None:
-        raise CheckError(f"{which} command could not start: {done.error}")
+    if done.error is not None:  # could not start, or killed by the sandbox (out of memory)
+        failed = "could not start" if done.exit_code is None else "failed"
+        raise CheckError(f"{which} command {failed}: {done.error}")
     if done.exit_code == EXIT_NOT_FOUND and not done.timed_out:
         last = done.output.strip().splitlines()[-1:] or ["command not found"]
         raise CheckError(f"{which} command {command!r}: not installed ({last[0][:200]})")

@@ -1,7 +1,8 @@
 """Sandboxes for running code we did not write (race checks): one interface, several backends.
 
-`get_sandbox("local")` returns the local-process sandbox; a Docker backend plugs into the same
-`Sandbox` interface later. docs/sandbox.md says what each isolates.
+`get_sandbox("local")` returns the local-process sandbox, `get_sandbox("docker")` the Docker
+sandbox (a sibling container per command); both behind the same `Sandbox` interface.
+docs/sandbox.md says what each isolates.
 """
 
 from workers.sandbox.base import (

@@ -1,6 +1,6 @@
 """The sandbox interface: how code we did not write (a race check's build/test/lint commands)
-runs. Engine-neutral on purpose: the local-process sandbox and, later, the Docker sandbox take
-the same call and return the same record, so callers never learn which one ran them.
+runs. Engine-neutral on purpose: the local-process sandbox and the Docker sandbox take the same
+call and return the same record, so callers never learn which one ran them.
 
 A command that cannot start is a result (`error` set, `exit_code` None), not an exception: a
 check runner records it like any failed check instead of crashing the unit.
@@ -13,9 +13,9 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 # Arena's own settings and the worker's credentials never reach a command (docs/sandbox.md).
 SCRUBBED_PREFIXES = ("ARENA_", "CELERY_", "REDIS_", "PROMETHEUS_", "AWS_", "GOOGLE_", "AZURE_")
@@ -28,8 +28,9 @@ DEFAULT_MAX_OUTPUT_BYTES = 1_048_576
 
 
 class SandboxLimits(BaseModel):
-    """Per-process resource limits (rlimits) for a command and everything it starts; None
-    leaves one unlimited. A backend may enforce them differently (a container's cgroup)."""
+    """Resource limits for a command and everything it starts; None leaves one unlimited. The
+    local sandbox sets rlimits per process; the Docker sandbox puts memory, processes and cpus
+    on the container's cgroup (docs/sandbox.md, "Limits")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -40,6 +41,10 @@ class SandboxLimits(BaseModel):
     # RLIMIT_NPROC counts every process of the user, and the kernel does not enforce it for
     # root (a worker container often runs as root): a cap on fork bombs, not a guarantee.
     processes: int | None = 1024
+    # Docker only (the local sandbox cannot confine them): CPUs the container may use, and
+    # whether it may reach the network at all (the local sandbox always can).
+    cpus: float | None = Field(None, gt=0)
+    network: bool = False
 
 
 class CommandResult(BaseModel):
@@ -54,7 +59,9 @@ class CommandResult(BaseModel):
     duration_s: float  # wall time from start to the end of the kill
     output: str
     output_bytes: int  # the output's full size before the cap
-    error: str | None = None  # why it could not start, or what the sandbox itself failed at
+    # Why it could not start, what the sandbox killed it for (Docker: out of memory), or what
+    # the sandbox itself failed at.
+    error: str | None = None
 
 
 class Sandbox(ABC):
@@ -100,13 +107,16 @@ def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str
     return env
 
 
-def get_sandbox(kind: str = "local") -> Sandbox:
-    """The sandbox a setting names. Only "local" exists yet; "docker" (a sibling container per
-    command, the isolation boundary for untrusted code) plugs in here later."""
-    if kind == "local":
-        from workers.sandbox.local import LocalSandbox  # here: local.py imports this module
+def get_sandbox(kind: str = "local", **options: Any) -> Sandbox:
+    """The sandbox a setting names, made with `options` (its constructor's keyword arguments):
+    "local" (processes of the worker's user) or "docker" (a sibling container per command, the
+    isolation boundary for untrusted code)."""
+    if kind == "local":  # imported here: each backend's module imports this one
+        from workers.sandbox.local import LocalSandbox
 
-        return LocalSandbox()
-    raise ValueError(
-        f"unknown sandbox kind {kind!r}: known kinds are 'local' ('docker' is not available yet)"
-    )
+        return LocalSandbox(**options)
+    if kind == "docker":
+        from workers.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(**options)
+    raise ValueError(f"unknown sandbox kind {kind!r}: known kinds are 'local' and 'docker'")
