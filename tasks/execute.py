@@ -18,6 +18,7 @@ from tasks.provenance import host_name, utc_iso
 from tasks.workloads.base import ErrorKind, Unit, UnitResult, ValidatedBatch, Workload
 from workers.agents import AgentChanged
 from workers.fingerprint import engine_fingerprint
+from workers.sandbox.base import SandboxUnavailable
 
 EXIT_ABANDONED = 70  # a worker process ended because its agent ignored the deadline
 
@@ -174,7 +175,8 @@ def describe(exc: BaseException) -> str:
 
 
 def kind_of(exc: BaseException) -> ErrorKind:
-    return "infrastructure" if isinstance(exc, InfrastructureError | AgentChanged) else "agent"
+    infrastructure = InfrastructureError | AgentChanged | SandboxUnavailable
+    return "infrastructure" if isinstance(exc, infrastructure) else "agent"
 
 
 def execute_batch(batch: ValidatedBatch, logs: dict[str, str] | None = None) -> list[UnitResult]:

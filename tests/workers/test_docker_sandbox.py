@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from tests.docker_support import BASE_IMAGES, WORKER_IMAGE, arena_containers, require_image
 from tests.race.projects import git
 from workers.race.check import CheckCommands, CheckError, run_check
-from workers.sandbox import SandboxLimits, get_sandbox
+from workers.sandbox import SandboxLimits, SandboxUnavailable, get_sandbox
 from workers.sandbox.containers import (
     LABEL_DEADLINE,
     LABEL_HOST,
@@ -289,12 +289,27 @@ def test_errors_are_results(docker_engine, docker_workdir, no_leftovers, monkeyp
     missing = DockerSandbox("arena-no-such-image:0", client=docker_engine)
     result = missing.run("true", docker_workdir, timeout_s=30)
     assert result.exit_code is None and "arena-no-such-image:0 not found" in (result.error or "")
+    assert result.infrastructure  # the sandbox's doing, not the command's
     result = get_sandbox("docker").run("true", docker_workdir / "nope", timeout_s=30)
     assert result.exit_code is None and "does not exist" in (result.error or "")
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     result = get_sandbox("docker").run("true", docker_workdir, timeout_s=30)
-    assert result.exit_code is None
+    assert result.exit_code is None and result.infrastructure
     assert "no Docker engine answers at unix:///nonexistent/docker.sock" in (result.error or "")
+
+
+def test_a_missing_image_is_not_the_agents_fault(docker_engine, no_leftovers, tmp_path: Path):
+    """A race unit whose sandbox cannot run is an infrastructure error (retried when the spec
+    is submitted again), not an agent's failed build."""
+    from tasks.execute import kind_of
+    from tests.race.projects import make_python_repo
+
+    repo = make_python_repo(tmp_path / "repo")
+    commands = CheckCommands(build="true", tests=None, lint=None, timeout_s=30)
+    with pytest.raises(SandboxUnavailable, match="arena-no-such-image:0 not found") as raised:
+        sandbox = DockerSandbox("arena-no-such-image:0", client=docker_engine)
+        run_check(str(repo.path), "clean", repo.base, commands, sandbox, echo=lambda _: None)
+    assert kind_of(raised.value) == "infrastructure"
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from scoring.race_lint import parse_lint_output
 from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
 from workers.race.git import checkout, clone, commit_of, diff_stats
-from workers.sandbox import CommandResult, Sandbox, SandboxLimits
+from workers.sandbox import CommandResult, Sandbox, SandboxLimits, SandboxUnavailable
 
 TAIL_CHARS = 2_000  # of each command's output, kept with the result; the whole goes to the log
 MAX_JUNIT_BYTES = 16 * 1024 * 1024
@@ -92,6 +92,8 @@ def _run(
     status = "timed out" if done.timed_out else f"exit {done.exit_code}"
     echo(f"== {which}: {command} ({status}, {done.duration_s:.2f}s)")
     echo(done.output.rstrip("\n"))
+    if done.infrastructure:  # no engine, no image: retried on resubmission, not scored
+        raise SandboxUnavailable(f"{which} command could not run: {done.error}")
     if done.error is not None:  # could not start, or killed by the sandbox (out of memory)
         failed = "could not start" if done.exit_code is None else "failed"
         raise CheckError(f"{which} command {failed}: {done.error}")

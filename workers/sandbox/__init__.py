@@ -9,8 +9,16 @@ from workers.sandbox.base import (
     CommandResult,
     Sandbox,
     SandboxLimits,
+    SandboxUnavailable,
     get_sandbox,
     scrubbed_environment,
 )
 
-__all__ = ["CommandResult", "Sandbox", "SandboxLimits", "get_sandbox", "scrubbed_environment"]
+__all__ = [
+    "CommandResult",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxUnavailable",
+    "get_sandbox",
+    "scrubbed_environment",
+]

@@ -62,6 +62,14 @@ class CommandResult(BaseModel):
     # Why it could not start, what the sandbox killed it for (Docker: out of memory), or what
     # the sandbox itself failed at.
     error: str | None = None
+    # The sandbox itself could not run it (no engine, no image): not the command's doing, so
+    # the unit is retried on resubmission rather than scored as the agent's failure.
+    infrastructure: bool = False
+
+
+class SandboxUnavailable(RuntimeError):
+    """Raised by callers for a CommandResult with `infrastructure` set: the unit is an
+    infrastructure error (tasks/execute.py), never the agent's fault."""
 
 
 class Sandbox(ABC):

@@ -13,8 +13,10 @@ and any Arena container a minute past its deadline (its owner died or hung, wher
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,8 @@ LABEL = "arena.sandbox"
 LABEL_HOST = "arena.host"
 LABEL_PID = "arena.pid"
 LABEL_DEADLINE = "arena.deadline"
+LABEL_OWNER = "arena.owner"  # process_identity() of the owning worker process
+LABEL_CONTAINER = "arena.owner-container"  # the owner's own container, when it runs in one
 LABEL_KIND = "arena.kind"  # "command" (a sandboxed shell command) or "agent" (an agent image)
 # How long past its deadline a container may live before any worker removes it.
 REAP_AFTER_DEADLINE_S = 60.0
@@ -55,8 +59,46 @@ def owner_labels(kind: str, deadline: float) -> dict[str, str]:
         LABEL_KIND: kind,
         LABEL_HOST: socket.gethostname(),
         LABEL_PID: str(os.getpid()),
+        LABEL_OWNER: process_identity(os.getpid()) or "",
+        LABEL_CONTAINER: own_container_id(),
         LABEL_DEADLINE: f"{deadline:.0f}",
     }
+
+
+@cache
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def process_identity(pid: int) -> str | None:
+    """`<pid namespace>/<pid>/<start time>` of a live process, None if there is none: unlike a
+    pid, never the same for two processes (containers on one host share hostnames and pids)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    start_ticks = stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the name
+    return f"{_pid_namespace()}/{pid}/{start_ticks}"
+
+
+@cache
+def own_container_id() -> str:
+    """The id of the container this process runs in ("" on a host): the engine mounts
+    /etc/hostname from the container's own folder."""
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == "/etc/hostname":
+            found = re.search(r"/containers/([0-9a-f]{64})/", fields[3])
+            if found:
+                return found.group(1)
+    return ""
 
 
 def hardening(memory_mb: int | None, cpus: float | None, pids: int | None) -> dict[str, Any]:
@@ -104,8 +146,9 @@ def _alive(pid: int) -> bool:
 
 
 def is_orphan(labels: dict[str, str], host: str, now: float) -> bool:
-    """Whether nobody will remove this container: its owner on this host is gone, or it is well
-    past its deadline (an owner elsewhere died, or hung)."""
+    """Whether nobody will remove this container, as far as this process can tell: it is well
+    past its deadline (an owner anywhere died or hung), or its owner process was in this pid
+    namespace and is gone. (`reap_orphans` also asks the engine about an owner's container.)"""
     try:
         deadline = float(labels.get(LABEL_DEADLINE, "inf"))
         pid = int(labels.get(LABEL_PID, "0"))
@@ -113,16 +156,52 @@ def is_orphan(labels: dict[str, str], host: str, now: float) -> bool:
         return True  # labels we did not write: nobody owns it
     if now > deadline + REAP_AFTER_DEADLINE_S:
         return True
-    return labels.get(LABEL_HOST) == host and pid > 0 and pid != os.getpid() and not _alive(pid)
+    if labels.get(LABEL_HOST) != host or pid <= 0 or pid == os.getpid():
+        return False
+    owner = labels.get(LABEL_OWNER)
+    if not owner:  # written without an identity: the pid alone
+        return not _alive(pid)
+    if owner.rsplit("/", 2)[0] != _pid_namespace():
+        return False  # another container's process: its pid means nothing here
+    return process_identity(pid) != owner
+
+
+def _owner_container_gone(client: docker.DockerClient, container: Any) -> bool:
+    """The owner's container no longer runs, or restarted since (its workers are new)."""
+    import docker.errors
+
+    owner_id = container.labels.get(LABEL_CONTAINER, "")
+    if not owner_id:
+        return False
+    try:
+        owner = client.containers.get(owner_id)
+    except docker.errors.NotFound:
+        return True
+    state = owner.attrs.get("State", {})
+    started = engine_time(str(state.get("StartedAt", "")))
+    return not state.get("Running") or started > engine_time(str(container.attrs.get("Created")))
+
+
+def engine_time(stamp: str) -> float:
+    """An engine timestamp (RFC 3339, up to nanoseconds, trailing zeros trimmed) in Unix time."""
+    from datetime import datetime
+
+    found = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", stamp)
+    if not found:
+        return 0.0
+    whole, fraction, zone = found.groups()
+    moment = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
+    return moment.timestamp() + float("0." + (fraction or "0"))
 
 
 def reap_orphans(client: docker.DockerClient | None = None) -> list[str]:
     """Remove Arena's containers that no live worker owns; returns their names. Called when a
-    worker starts (a SIGKILLed worker's containers go with its restart)."""
+    worker starts: a SIGKILLed worker's containers go with its restart, on a host or in a
+    container (compose restarts it: its record says it started after they were made)."""
     client = client or docker_client()
     host, now, reaped = socket.gethostname(), time.time(), []
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-        if is_orphan(container.labels, host, now):
+        if is_orphan(container.labels, host, now) or _owner_container_gone(client, container):
             remove_quietly(container)
             reaped.append(container.name)
     return reaped

@@ -173,11 +173,13 @@ class DockerSandbox(Sandbox):
         started = time.monotonic()
         cap = OutputCap(max_output_bytes)
 
-        def result(code: int | None, timed_out: bool, error: str | None) -> CommandResult:
+        def result(
+            code: int | None, timed_out: bool, error: str | None, infrastructure: bool = False
+        ) -> CommandResult:
             return CommandResult(
                 command=command, exit_code=code, timed_out=timed_out,
                 duration_s=time.monotonic() - started, output=cap.text(), output_bytes=cap.size,
-                error=error,
+                error=error, infrastructure=infrastructure,
             )  # fmt: skip
 
         if not Path(workdir).is_dir():
@@ -194,13 +196,15 @@ class DockerSandbox(Sandbox):
             options = self._options(command, Path(workdir), source, timeout_s, env, limits, unset)
             code, timed_out, oom = self._contain(client, options, timeout_s, cap)
         except EngineUnavailable as exc:
-            return result(None, False, str(exc))
+            return result(None, False, str(exc), infrastructure=True)
         except docker.errors.ImageNotFound:
             where = os.environ.get("DOCKER_HOST", "the local socket")
             why = f"image {self.image} not found on the Docker engine at {where}"
-            return result(None, False, f"{why} (build it: scripts/build-images; never pulled)")
+            return result(
+                None, False, f"{why} (build it: scripts/build-images; never pulled)", True
+            )
         except (docker.errors.DockerException, OSError) as exc:  # OSError: requests' too
-            return result(None, False, f"the Docker engine failed: {exc}")
+            return result(None, False, f"the Docker engine failed: {exc}", infrastructure=True)
         if oom:  # whatever sh made of it (`cmd || true`), the command did not run to its end
             return result(EXIT_KILLED, timed_out, out_of_memory(limits))
         error = f"the command's output was cut short: {cap.failure}" if cap.failure else None
