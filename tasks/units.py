@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from celery import Signature, Task
-from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready
 from celery.utils.log import get_task_logger
 
 from tasks import liveness, metrics, watchdog
@@ -36,6 +36,26 @@ def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
     """Celery's soft and hard limits for a chunk: backstops behind the per-unit deadline."""
     soft = sum(u.time_limit_s for u in units) + 30
     return soft, soft + 30
+
+
+@worker_init.connect
+def _reap_orphan_containers(**_: Any) -> None:
+    """Sandbox and agent containers that a killed worker left behind go before this one takes
+    units (docs/sandbox.md). No engine configured or reachable: nothing to do."""
+    from workers.sandbox.containers import EngineUnavailable, docker_client, reap_orphans
+
+    wanted = ArenaSettings().sandbox == "docker" or os.environ.get("DOCKER_HOST")
+    if not wanted and not os.path.exists("/var/run/docker.sock"):
+        return
+    try:
+        reaped = reap_orphans(docker_client(timeout_s=10))
+    except EngineUnavailable:
+        return
+    except Exception as exc:  # the engine answered oddly: a worker still starts
+        log.warning("could not look for orphaned sandbox containers: %s", exc)
+        return
+    if reaped:
+        log.warning("removed %d container(s) a dead worker left: %s", len(reaped), reaped)
 
 
 @worker_process_init.connect
