@@ -25,7 +25,7 @@ WORKER_IMAGE = "arena-worker-cpu:latest"
 BASE_IMAGES = ("arena-base:bookworm", "python:3.11-slim-bookworm", WORKER_IMAGE)
 
 
-def _unavailable(reason: str) -> None:
+def unavailable(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{reason}: required under CI=true (.ci/run starts the engine)")
     pytest.skip(reason)
@@ -43,7 +43,7 @@ def require_engine() -> Any:
     """The docker.DockerClient of the test engine, or skip (fail under CI=true)."""
     client = _engine()
     if isinstance(client, str):
-        _unavailable(client)
+        unavailable(client)
     return client
 
 
@@ -58,7 +58,7 @@ def require_image(*names: str) -> str:
             return name
         except docker.errors.ImageNotFound:
             continue
-    _unavailable(f"none of the images {', '.join(names)} is built (run scripts/build-images)")
+    unavailable(f"none of the images {', '.join(names)} is built (run scripts/build-images)")
     raise AssertionError("unreachable")
 
 
