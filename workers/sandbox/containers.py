@@ -80,8 +80,10 @@ def process_identity(pid: int) -> str | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    start_ticks = stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the name
-    return f"{_pid_namespace()}/{pid}/{start_ticks}"
+    fields = stat.rsplit(")", 1)[1].split()  # from field 3 on: the name may hold spaces
+    if fields[0] in ("Z", "X"):
+        return None  # killed, not yet reaped by its new parent: gone all the same
+    return f"{_pid_namespace()}/{pid}/{fields[19]}"  # field 22: the start time
 
 
 @cache
