@@ -60,6 +60,12 @@ class ArenaSettings(BaseSettings):
     # folder as the engine's host names it (docs/deploy.md).
     work_dir: Path | None = None
     sandbox_host_work_dir: Path | None = None
+    # Agents given as images (docs/agents.md): each unit's agent container gets this much
+    # memory, CPU and processes, and this long to open its socket.
+    agent_memory_mb: int = Field(2048, ge=64, le=1 << 24)
+    agent_cpus: float = Field(1.0, gt=0, le=1024, allow_inf_nan=False)
+    agent_pids: int = Field(256, ge=16, le=1 << 22)
+    agent_start_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False)
 
     @field_validator("redis_url")
     @classmethod

@@ -7,6 +7,8 @@ code changed (docs/reproducibility.md). Kinds:
 - `distribution`: an entry point installed as a package: its distribution's name and version;
 - `declared`: a version the spec declares (`version:`), taken on trust;
 - `file`: SHA-256 of one artifact (a checkpoint);
+- `image`: a Docker image's content id (`sha256:...` of its config), resolved at submission;
+  the worker runs that id, whatever the tag names by then;
 - `builtin`: Arena's own agents, covered by the engine fingerprint;
 - `unversioned`: nothing to fingerprint (an HTTP agent with no declared version): a fresh nonce,
   so every submission is new work and is always rerun.
@@ -28,11 +30,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 FingerprintKind = Literal[
-    "source", "distribution", "declared", "file", "builtin", "unversioned", "commit"
+    "source", "distribution", "declared", "file", "builtin", "unversioned", "commit", "image"
 ]
 # Folders never part of an agent's source: caches and version-control data.
 SKIPPED_DIRS = {"__pycache__", ".git", ".hg", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 ENGINE_PACKAGES = ("scoring", "workers", "tasks")
+# pyproject.toml's packages and package data
+ENGINE_SUFFIXES = frozenset({".py", ".yaml", ".gitconfig"})
 
 
 class AgentFingerprint(BaseModel):
@@ -108,6 +112,33 @@ def declared_fingerprint(version: str) -> AgentFingerprint:
 def commit_fingerprint(commit: str, detail: str) -> AgentFingerprint:
     """A race agent is its branch's commit, resolved at submission."""
     return AgentFingerprint(kind="commit", digest=commit, detail=detail)
+
+
+def image_fingerprint(ref: str) -> AgentFingerprint:
+    """The content id of the image `ref` names on the Docker engine (DOCKER_HOST): the sha256 of
+    its config, the same for a local build (which has no RepoDigests) and a pulled image."""
+    import docker.errors
+
+    from workers.sandbox.containers import EngineUnavailable, docker_client
+
+    try:
+        client = docker_client(timeout_s=30)
+    except EngineUnavailable as exc:
+        raise FingerprintError(f"cannot resolve image {ref!r}: {exc}") from None
+    try:
+        image = client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        where = os.environ.get("DOCKER_HOST", "the local socket")
+        raise FingerprintError(
+            f"the Docker engine at {where} has no image {ref!r} (build or pull it first)"
+        ) from None
+    except docker.errors.APIError as exc:
+        raise FingerprintError(f"cannot resolve image {ref!r}: {exc.explanation}") from None
+    finally:
+        client.close()
+    digests = image.attrs.get("RepoDigests") or []
+    detail = f"image {ref}" + (f" ({digests[0]})" if digests else "")
+    return AgentFingerprint(kind="image", digest=str(image.id), detail=detail)
 
 
 def unversioned_fingerprint(why: str) -> AgentFingerprint:
@@ -230,5 +261,14 @@ def engine_fingerprint() -> str:
     """Arena's own code that runs and scores units (scoring/, workers/, tasks/): results of
     another version of it are other results."""
     here = Path(__file__).resolve().parent.parent
-    digest, _ = _hash_tree([here / name for name in ENGINE_PACKAGES])
-    return digest[:16]
+    # What an install ships (modules and their data), so a worker image built from this tree
+    # has the same fingerprint: build files beside the code (workers/docker/) do not count.
+    shipped = [
+        path for name in ENGINE_PACKAGES for path in sorted(_files_under(here / name))
+        if path.suffix in ENGINE_SUFFIXES
+    ]  # fmt: skip
+    digest = hashlib.sha256()
+    for path in shipped:
+        digest.update(path.relative_to(here).as_posix().encode() + b"\0")
+        digest.update(_file_digest(path, path.stat().st_mtime_ns, path.stat().st_size))
+    return digest.hexdigest()[:16]

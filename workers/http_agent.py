@@ -17,11 +17,35 @@ class HttpAgentError(RuntimeError):
     pass
 
 
+class CircuitBreaker:
+    """After `trip_after` transport failures in a row (timeouts, refused connections) an
+    endpoint counts as down: further calls fault at once without a request, except one probe
+    every `probe_every` calls, so a dead endpoint costs seconds and a recovered one is heard
+    again. Shared by HTTP agents and agent images (workers/agent_image.py)."""
+
+    def __init__(self, trip_after: int = 3, probe_every: int = 10) -> None:
+        self.trip_after, self.probe_every = trip_after, probe_every
+        self.failures = 0  # transport failures in a row
+        self._skipped = 0  # calls not made since the endpoint was found down
+
+    def check(self) -> None:
+        """Raise HttpAgentError instead of a request while the endpoint counts as down."""
+        if self.failures >= self.trip_after:
+            self._skipped += 1
+            if self._skipped % self.probe_every:
+                raise HttpAgentError(
+                    f"endpoint down ({self.failures} failed requests in a row): not asked"
+                )
+
+    def failed(self) -> None:
+        self.failures += 1
+
+    def succeeded(self) -> None:
+        self.failures = self._skipped = 0
+
+
 class HttpAgent:
-    """One HTTP agent for one unit. After `trip_after` transport failures in a row (timeouts,
-    refused connections) the endpoint counts as down: further moves fault at once without a
-    request, except one probe every `probe_every` moves, so a dead endpoint costs seconds and a
-    recovered one is heard again."""
+    """One HTTP agent for one unit, behind a CircuitBreaker."""
 
     def __init__(
         self, url: str, timeout_s: float = 10.0, headers: dict[str, str] | None = None,
@@ -31,31 +55,24 @@ class HttpAgent:
         self.timeout_s = timeout_s
         self._client = httpx.Client(timeout=timeout_s, headers=headers or {})
         self._context: dict[str, Any] = {}
-        self.trip_after, self.probe_every = trip_after, probe_every
-        self._failures = 0  # transport failures in a row
-        self._skipped = 0  # moves not asked since the endpoint was found down
+        self.breaker = CircuitBreaker(trip_after, probe_every)
 
     def reset(self, game: str, player: int, seed: int) -> None:
         self._context = {"game": game, "player": player, "seed": seed}
 
     def act(self, observation: dict[str, Any]) -> Any:
-        if self._failures >= self.trip_after:
-            self._skipped += 1
-            if self._skipped % self.probe_every:
-                raise HttpAgentError(
-                    f"endpoint down ({self._failures} failed requests in a row): not asked"
-                )
+        self.breaker.check()
         try:
             response = self._client.post(
                 self.url, json={**self._context, "observation": observation}
             )
         except httpx.TimeoutException:
-            self._failures += 1
+            self.breaker.failed()
             raise HttpAgentError(f"no answer within {self.timeout_s:g}s") from None
         except httpx.HTTPError as exc:
-            self._failures += 1
+            self.breaker.failed()
             raise HttpAgentError(f"request failed: {type(exc).__name__}: {exc}") from None
-        self._failures = self._skipped = 0
+        self.breaker.succeeded()
         return self._action(response)
 
     @staticmethod

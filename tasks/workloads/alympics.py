@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from importlib import resources
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import yaml
 from pydantic import Field, model_validator
@@ -26,8 +27,9 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
+from tasks.workloads.mario import IMAGE_REF, image_agent_for_unit
 from workers.agents import ENTRY_POINT, load_entry_point
-from workers.fingerprint import AgentFingerprint
+from workers.fingerprint import AgentFingerprint, FingerprintError, image_fingerprint
 from workers.games import (
     BASELINES,
     BUILTIN,
@@ -69,23 +71,25 @@ def load_suite(name: str) -> Suite:
 
 
 class AlympicsAgent(SpecModel):
-    """`builtin`, a Python entry point, or an HTTP endpoint (any language, LLM agents too)."""
+    """`builtin`, a Python entry point, an HTTP endpoint (any language, LLM agents too), or a
+    Docker image serving the agent contract on a unix socket (docs/agents.md)."""
 
     name: Name
     entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
     url: Annotated[str, Field(pattern=r"^https?://")] | None = None
-    timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
+    image: Annotated[str, Field(pattern=IMAGE_REF)] | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0  # per move (HTTP and image agents)
     # Identifies the agent's code when its files cannot (an HTTP agent) or should not be hashed.
     version: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> AlympicsAgent:
-        if self.entry_point and self.url:
-            raise ValueError("give entry_point or url, not both")
-        if not (self.entry_point or self.url) and self.name != "builtin":
+        if sum(bool(k) for k in (self.entry_point, self.url, self.image)) > 1:
+            raise ValueError("give one of entry_point, url or image")
+        if not (self.entry_point or self.url or self.image) and self.name != "builtin":
             raise ValueError(
-                f"unknown built-in agent {self.name!r} (built-in: builtin; "
-                "or give entry_point: package.module:factory, or url: http://...)"
+                f"unknown built-in agent {self.name!r} (built-in: builtin; or give "
+                "entry_point: package.module:factory, url: http://..., or image: name:tag)"
             )
         return self
 
@@ -98,6 +102,22 @@ class AlympicsParams(SpecModel):
     suite: Name = "alympics_lite"
     # Overrides every game's episodes (bounded: a typo must not queue a week of work).
     episodes: Annotated[int, Field(ge=1, le=100_000)] | None = None
+
+
+@contextmanager
+def open_strategy(agent: AlympicsAgent, game: str, unit: Unit) -> Iterator[Strategy]:
+    """The unit's strategy for the agent; an HTTP client or an image's container lives exactly
+    as long as the block."""
+    if agent.image:
+        with image_agent_for_unit(agent.image, unit, agent.timeout_s) as image:
+            yield cast(Strategy, image)  # reset is called with keywords (games/episode.py)
+        return
+    strategy = make_strategy(agent, game, unit.agent_fingerprint)
+    try:
+        yield strategy
+    finally:
+        if isinstance(strategy, HttpAgent):
+            strategy.close()
 
 
 def make_strategy(
@@ -126,6 +146,24 @@ class AlympicsWorkload(Workload):
         Column(key="faults", header="Faults", fmt="count"),
     )
     errors_column = Column(key="failed_match_sets", header="Failed match sets", fmt="count")
+
+    def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
+        if agent.image and not agent.version:
+            return image_fingerprint(agent.image)  # the content id the workers will run
+        return super().fingerprint_agent(agent)
+
+    def fingerprint_agents(
+        self, agents: list[Any], items: list[Any], params: Any
+    ) -> dict[str, AgentFingerprint]:
+        """As every workload's, with an image that cannot be resolved named by its field."""
+        found = {}
+        for index, agent in enumerate(agents):
+            field = "image" if agent.image else "entry_point" if agent.entry_point else "name"
+            try:
+                found[self.agent_key(agent)] = self.fingerprint_agent(agent)
+            except FingerprintError as exc:
+                raise InputError(f"agents[{index}].{field}: {exc}") from None
+        return found
 
     def check(self, batch: ValidatedBatch) -> None:
         if batch.spec.protocol.episodes != 1:
@@ -179,21 +217,15 @@ class AlympicsWorkload(Workload):
         as soon as that is certain, which makes the unit an error result (0 everywhere)."""
         p = unit.payload
         game_class = GAME_CLASSES[p["game"]]
-        agent = make_strategy(
-            AlympicsAgent.model_validate(p["agent"]), p["game"], unit.agent_fingerprint
-        )
         watch = ForfeitWatch(moves=p["rounds"] * p["episodes"], player=0)
         records = []
-        try:
+        with open_strategy(AlympicsAgent.model_validate(p["agent"]), p["game"], unit) as agent:
             for episode in range(p["episodes"]):
                 game = game_class(p["rounds"])
                 players = [agent, *opponent_lineup(p["game"], p["opponent"])]
                 seed = derive_seed(unit.env_seed, episode)
                 on_fault = partial(watch.fault, episode)
                 records.append(play_episode(game, players, seed, on_fault=on_fault))
-        finally:
-            if isinstance(agent, HttpAgent):
-                agent.close()
         # Credited payoffs (a faulted move earns nothing), so they agree with measures["raw"].
         per_episode = [statistics.fmean(game_class.credited_payoffs(r, 0)) for r in records]
         reasons = [reason for rec in records for reason in rec.fault_reasons][:5]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -25,7 +26,9 @@ from scoring.mario import (
 )
 from scoring.mario_display import format_leaderboard
 from tasks.identity import protocol_fingerprint
+from tasks.settings import load_settings
 from tasks.spec import Name, SpecModel
+from tasks.validation import InputError
 from tasks.workloads.base import (
     LeaderboardEntry,
     QueueName,
@@ -36,11 +39,22 @@ from tasks.workloads.base import (
     Workload,
 )
 from workers.agents import ENTRY_POINT, Agent, AgentChanged, load_entry_point
-from workers.fingerprint import AgentFingerprint, file_fingerprint
+from workers.fingerprint import (
+    AgentFingerprint,
+    FingerprintError,
+    file_fingerprint,
+    image_fingerprint,
+)
 from workers.mario.protocol import FULL_GAME, MarioProtocol, check_level
+
+if TYPE_CHECKING:
+    from workers.agent_image import ImageAgent
 
 log = logging.getLogger(__name__)
 BUILTIN_NAMES = ("random", "right", "jump-right")  # workers.mario.agents.BUILTIN (a test checks)
+# A Docker image reference (name[:tag][@digest]) or a content id (sha256:...): no spaces, no
+# leading dash (it is handed to the engine, never to a shell).
+IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$"
 
 
 class Preprocess(SpecModel):
@@ -52,30 +66,38 @@ class Preprocess(SpecModel):
 
 
 class MarioAgentSpec(SpecModel):
-    """A built-in (the name, or `builtin:`), a Python entry point, or a Stable-Baselines3
-    checkpoint (`sb3: path.zip`, with its `preprocess`)."""
+    """A built-in (the name, or `builtin:`), a Python entry point, a Stable-Baselines3
+    checkpoint (`sb3: path.zip`, with its `preprocess`), or a Docker image serving the agent
+    contract on a unix socket (`image:`, docs/agents.md "Agents as images")."""
 
     name: Name
     builtin: str | None = None
     entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
     sb3: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    image: Annotated[str, Field(pattern=IMAGE_REF)] | None = None
+    # An image agent's per-step timeout (None: workers.agent_image.STEP_TIMEOUT_S, 10 s).
+    timeout_s: Annotated[float, Field(gt=0, le=600)] | None = None
     preprocess: Preprocess | None = None
     device: Literal["cpu", "cuda"] = "cpu"
     version: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> MarioAgentSpec:
-        kinds = [k for k in ("entry_point", "sb3") if getattr(self, k)]
+        kinds = [k for k in ("entry_point", "sb3", "image") if getattr(self, k)]
         if len(kinds) > 1 or (kinds and self.builtin):
-            raise ValueError("give one of builtin, entry_point or sb3")
+            raise ValueError("give one of builtin, entry_point, sb3 or image")
         if not kinds and (self.builtin or self.name) not in BUILTIN_NAMES:
             raise ValueError(
                 f"unknown built-in agent {self.builtin or self.name!r} (built-ins: "
                 f"{', '.join(BUILTIN_NAMES)}; or give entry_point: package.module:factory, "
-                "or sb3: path/to/model.zip)"
+                "sb3: path/to/model.zip, or image: name:tag)"
             )
         if self.preprocess is not None and not self.sb3:
             raise ValueError("preprocess: applies to an sb3 checkpoint")
+        if self.timeout_s is not None and not self.image:
+            raise ValueError("timeout_s: applies to an image agent")
+        if self.image and self.device == "cuda":
+            raise ValueError("device: an image agent runs on the CPU (no GPU in its container)")
         return self
 
 
@@ -116,7 +138,22 @@ class MarioWorkload(Workload):
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
         if agent.sb3 and not agent.version:
             return file_fingerprint(agent.sb3)
+        if agent.image and not agent.version:
+            return image_fingerprint(agent.image)  # the content id the workers will run
         return super().fingerprint_agent(agent)
+
+    def fingerprint_agents(
+        self, agents: list[Any], items: list[Any], params: Any
+    ) -> dict[str, AgentFingerprint]:
+        """As every workload's, with an image that cannot be resolved named by its field."""
+        found = {}
+        for index, agent in enumerate(agents):
+            field = "image" if agent.image else "entry_point" if agent.entry_point else "name"
+            try:
+                found[self.agent_key(agent)] = self.fingerprint_agent(agent)
+            except FingerprintError as exc:
+                raise InputError(f"agents[{index}].{field}: {exc}") from None
+        return found
 
     def run_unit(self, unit: Unit) -> dict[str, Any]:
         from workers.mario.runner import run_episode  # the emulator: only where units run
@@ -124,8 +161,8 @@ class MarioWorkload(Workload):
         spec = MarioAgentSpec.model_validate(unit.payload["agent"])
         params = MarioProtocol.model_validate(unit.payload["params"])
         level = unit.payload["item"]["name"]
-        agent = make_agent(spec, unit.agent_fingerprint)
-        outcome = run_episode(level, agent, params, unit.env_seed, unit.agent_seed)
+        with open_agent(spec, unit) as agent:
+            outcome = run_episode(level, agent, params, unit.env_seed, unit.agent_seed)
         result = outcome.model_dump(mode="json")
         result["arena_score"] = compute_arena_score(scoring_episode(result, params.frame_skip))
         return result
@@ -187,6 +224,36 @@ def scoring_episode(result: dict[str, Any], frame_skip: int) -> AnyEpisode:
             lives_lost=result["lives_lost"], **common,
         )  # fmt: skip
     return EpisodeResult(time_remaining=result["time_remaining"], **common)
+
+
+@contextmanager
+def open_agent(spec: MarioAgentSpec, unit: Unit) -> Iterator[Agent]:
+    """The unit's agent; an image agent's container lives exactly as long as the block."""
+    if not spec.image:
+        yield make_agent(spec, unit.agent_fingerprint)
+        return
+    from workers.agent_image import STEP_TIMEOUT_S
+
+    with image_agent_for_unit(spec.image, unit, spec.timeout_s or STEP_TIMEOUT_S) as agent:
+        yield agent
+
+
+@contextmanager
+def image_agent_for_unit(image: str, unit: Unit, timeout_s: float) -> Iterator[ImageAgent]:
+    """An image agent (Mario or Alympics) for one unit: the submitted content id, the
+    settings' work dir, a reaping deadline past the unit's own time limit."""
+    from workers.agent_image import image_agent, image_to_run
+
+    settings = load_settings()
+    ref = image_to_run(image, unit.agent_fingerprint)
+    label = image if ref == image else f"{image} ({ref[:19]})"
+    with image_agent(
+        ref, timeout_s=timeout_s, deadline_s=unit.time_limit_s + 60, label=label,
+        work_dir=settings.work_dir, host_work_dir=settings.sandbox_host_work_dir,
+        memory_mb=settings.agent_memory_mb, cpus=settings.agent_cpus, pids=settings.agent_pids,
+        start_timeout_s=settings.agent_start_timeout_s,
+    ) as agent:  # fmt: skip
+        yield agent
 
 
 def make_agent(spec: MarioAgentSpec, fingerprint: AgentFingerprint | None) -> Agent:
