@@ -21,6 +21,9 @@ from workers.sandbox.containers import LABEL, EngineUnavailable, docker_client
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER_IMAGE = "arena-worker-cpu:latest"
+# Tests that start containers run one after the other on one xdist worker (scripts/test runs
+# `--dist loadgroup`): they count the engine's Arena containers, and share its two cores.
+DOCKER_GROUP = pytest.mark.xdist_group("docker")
 # An image with sh and python3 and nothing of Arena's: the offline base, else the worker image.
 BASE_IMAGES = ("arena-base:bookworm", "python:3.11-slim-bookworm", WORKER_IMAGE)
 
@@ -62,10 +65,31 @@ def require_image(*names: str) -> str:
     raise AssertionError("unreachable")
 
 
-def arena_containers(client: Any) -> list[str]:
-    """Names of every container Arena labelled, running or not."""
+def require_current_worker_image() -> str:
+    """The worker image, holding this tree's Arena code (workers refuse units of other code,
+    and agent images are built FROM it), or skip (fail under CI=true)."""
+    from workers.fingerprint import engine_fingerprint
+
+    client = require_engine()
+    require_image(WORKER_IMAGE)
+    script = "from workers.fingerprint import engine_fingerprint as f; print(f())"
+    inside = client.containers.run(
+        WORKER_IMAGE, ["python", "-c", script], network_mode="none", remove=True
+    )
+    if inside.decode().split()[-1] != engine_fingerprint():
+        unavailable(f"{WORKER_IMAGE} holds other Arena code than this tree (scripts/build-images)")
+    return WORKER_IMAGE
+
+
+def arena_containers(client: Any, not_of_pid: int | None = None) -> list[str]:
+    """Every container Arena labelled, running or not (its name, kind and creation time), but
+    those of the process `not_of_pid` (a test's own, which its own checks account for)."""
     found = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
-    return sorted(c.name for c in found)
+    return sorted(
+        f"{c.name} ({c.labels.get('arena.kind')}, created {c.attrs.get('Created')})"
+        for c in found
+        if not_of_pid is None or c.labels.get("arena.pid") != str(not_of_pid)
+    )
 
 
 @pytest.fixture

@@ -13,11 +13,17 @@ import pytest
 import yaml
 
 from tasks.store import Store
-from tests.docker_support import WORKER_IMAGE, arena_containers, require_engine, require_image
+from tests.docker_support import (
+    DOCKER_GROUP,
+    WORKER_IMAGE,
+    arena_containers,
+    require_engine,
+    require_image,
+)
 from tests.integration.conftest import WorkerPools, arena
 from tests.race.projects import agent_spec_entries, make_python_repo
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = [pytest.mark.integration, pytest.mark.faults, DOCKER_GROUP]
 
 
 def _wait_for(what: str, check: Any, timeout_s: float = 90.0) -> Any:

@@ -23,11 +23,18 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tests.docker_support import BASE_IMAGES, WORKER_IMAGE, arena_containers, require_image
+from tests.docker_support import (
+    BASE_IMAGES,
+    DOCKER_GROUP,
+    WORKER_IMAGE,
+    arena_containers,
+    require_image,
+)
 from tests.race.projects import git
 from workers.race.check import CheckCommands, CheckError, run_check
 from workers.sandbox import SandboxLimits, SandboxUnavailable, get_sandbox
 from workers.sandbox.containers import (
+    LABEL,
     LABEL_DEADLINE,
     LABEL_HOST,
     LABEL_PID,
@@ -38,7 +45,7 @@ from workers.sandbox.containers import (
 from workers.sandbox.docker import DEFAULT_PATH, DockerSandbox, OutputCap
 from workers.sandbox.local import read_capped
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, DOCKER_GROUP]
 ROOT = Path(__file__).resolve().parents[2]
 # Tries each address:port of argv; prints "ADDRESS open" or "ADDRESS blocked: why" for each.
 PROBE = """\
@@ -74,10 +81,11 @@ def image(docker_engine: Any) -> str:
 
 @pytest.fixture
 def no_leftovers(docker_engine: Any) -> Iterator[None]:
-    """After the test, no Arena container the test started is left (present before: not ours)."""
-    before = set(arena_containers(docker_engine))
+    """After the test, no Arena container this process started is left (others' containers,
+    being removed meanwhile by tests before this one, are not this test's)."""
+    mine = {"label": [f"{LABEL}=1", f"{LABEL_PID}={os.getpid()}"]}
     yield
-    assert set(arena_containers(docker_engine)) - before == set()
+    assert [c.name for c in docker_engine.containers.list(all=True, filters=mine)] == []
 
 
 @pytest.fixture

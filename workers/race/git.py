@@ -20,10 +20,18 @@ class GitError(RuntimeError):
     """A git step failed; the message says which and why (for the unit's error result)."""
 
 
+# Arena's own stand-in for the user's git config. Its one setting: a worker in a container
+# reads repositories another user owns (the operator's, on a read-only mount), which git refuses
+# without safe.directory; and git ignores that setting given with `-c` when it clones from a
+# local path (the upload-pack it starts drops command-line config). What makes a foreign
+# repository's own config dangerous, hooks and an fsmonitor command, is off on every call.
+GLOBAL_CONFIG = str(Path(__file__).with_name("arena.gitconfig"))
+
+
 def git_environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(
-        GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_GLOBAL=GLOBAL_CONFIG, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0",
         GIT_ASKPASS="true", GIT_PAGER="cat", LC_ALL="C",
     )  # fmt: skip
     return env
@@ -35,7 +43,8 @@ def git(
     """Run git; its stdout, or GitError. `isolated=False` (a merge into the user's own
     repository) keeps the user's identity, configuration and hooks."""
     if isolated:
-        command = ["git", "-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
+        command = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+                   "-c", "advice.detachedHead=false"]  # fmt: skip
         env = git_environment()
     else:
         command = ["git"]

@@ -1,0 +1,178 @@
+"""The compose cluster end to end, on the real engine: `docker-compose up` (Redis and two CPU
+worker containers from arena-worker-cpu), a small batch of every workload submitted from the
+host with the plain CLI, the leaderboards read back, and `down` leaving nothing running.
+
+The engine here has no bridge network (ENVIRONMENT.md), so the cluster runs from
+deploy/compose/host-network.yaml: compose.yaml's workers on the host's network. Race checks
+run in sibling containers through the Docker sandbox, as on any compose host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.docker_support import (
+    DOCKER_GROUP,
+    WORKER_IMAGE,
+    arena_containers,
+    require_current_worker_image,
+    require_engine,
+    unavailable,
+)
+from tests.integration.conftest import ROOT, arena
+from tests.race.projects import agent_spec_entries, make_python_repo
+
+pytestmark = [pytest.mark.integration, DOCKER_GROUP]
+COMPOSE_FILE = ROOT / "deploy" / "compose" / "host-network.yaml"
+RACE_BRANCHES = ["clean", "breaks-test", "broken-build"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ComposeCluster:
+    def __init__(self, folder: Path, project: str) -> None:
+        self.folder, self.project = folder, project
+        self.env_file = folder / "cluster.env"
+        self.repos = folder / "repos"
+        self.running = False
+
+    def up(self) -> None:
+        started = self.compose("up", "-d", "--scale", "worker-cpu=2")
+        assert started.returncode == 0, started.stderr
+        self.running = True
+
+    def down(self) -> None:
+        """Stop and remove the project's containers, network and volumes."""
+        if self.running:
+            print(self.compose("logs", "--no-color", "--tail", "40").stdout[-6000:])
+            stopped = self.compose("down", "--volumes", "--timeout", "20")
+            assert stopped.returncode == 0, stopped.stderr
+            self.running = False
+
+    def compose(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        command = ["docker-compose", "-p", self.project, "--env-file", str(self.env_file),
+                   "-f", str(COMPOSE_FILE), *args]  # fmt: skip
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+    def settings(self) -> dict[str, str]:
+        lines = self.env_file.read_text().splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line and line[0] != "#")
+
+    def client_env(self) -> dict[str, str]:
+        """The host's `arena` pointed at the cluster's Redis."""
+        values = self.settings()
+        url = f"redis://:{values['ARENA_REDIS_PASSWORD']}@127.0.0.1:{values['ARENA_REDIS_PORT']}/0"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
+        return {**env, "ARENA_REDIS_URL": url}
+
+    def containers(self, client: Any) -> list[str]:
+        label = f"com.docker.compose.project={self.project}"
+        return [c.name for c in client.containers.list(all=True, filters={"label": label})]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ComposeCluster]:
+    if shutil.which("docker-compose") is None:
+        unavailable("docker-compose is not installed (.ci/run installs it)")
+    require_current_worker_image()
+    made = ComposeCluster(tmp_path, f"arenatest{uuid.uuid4().hex[:8]}")
+    socket_path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    env = {**os.environ, "ARENA_HOST_WORK_DIR": str(tmp_path / "work"),
+           "ARENA_REPOS_DIR": str(made.repos), "ARENA_REDIS_PORT": str(_free_port()),
+           "ARENA_DOCKER_SOCKET": socket_path.removeprefix("unix://")}  # fmt: skip
+    written = subprocess.run([str(ROOT / "scripts" / "compose-env"), str(made.env_file)],
+                             env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    with made.env_file.open("a") as extra:  # no registry here: Redis from the worker image
+        extra.write(f"ARENA_REDIS_IMAGE={WORKER_IMAGE}\nARENA_WORKER_CONCURRENCY=1\n")
+    try:
+        made.up()
+        yield made
+    finally:
+        made.down()
+        subprocess.run(["rm", "-rf", str(tmp_path / "work")], check=False)
+
+
+def _run(spec: dict[str, Any], folder: Path, env: dict[str, str], *command: str) -> Any:
+    path = folder / f"{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = arena(*command, str(path), "--json", env=env, timeout=600, cwd=folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _board(name: str, env: dict[str, str], folder: Path) -> Any:
+    shown = arena("leaderboard", name, "--json", env=env, cwd=folder)
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+def test_every_workload_on_the_compose_cluster(cluster: ComposeCluster, tmp_path: Path):
+    client = require_engine()
+    before = set(arena_containers(client, not_of_pid=os.getpid()))
+    env = cluster.client_env()
+    assert len([n for n in cluster.containers(client) if "worker-cpu" in n]) == 2
+
+    mario = {"workload": "mario", "agents": ["right", "jump-right"], "items": ["1-1"],
+             "protocol": {"episodes": 2, "seed": 0},
+             "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 200}}  # fmt: skip
+    ran = _run(mario, tmp_path, env, "run")
+    assert ran["counts"]["errors"] == 0, ran
+    board = _board("mario-1-1", env, tmp_path)
+    assert {e["agent"] for e in board["entries"]} == {"right", "jump-right"}
+    assert all(e["stats"]["episodes"] == 2 for e in board["entries"])
+
+    games = {"workload": "alympics", "leaderboard": "alympics-compose", "agents": ["builtin"],
+             "items": ["prisoners_dilemma", "public_goods", "auction", "colonel_blotto",
+                       "congestion"], "protocol": {"seed": 0},
+             "params": {"suite": "alympics_lite"}}  # fmt: skip
+    ran = _run(games, tmp_path, env, "run")
+    assert ran["counts"]["errors"] == 0, ran
+    (entry,) = _board("alympics-compose", env, tmp_path)["entries"]
+    assert entry["agent"] == "builtin"
+
+    # A race: the repository under the shared repos folder; checks in sandbox containers.
+    repo = make_python_repo(cluster.repos / "calc")
+    race = {"workload": "race", "task": "add a feature", "repo": str(repo.path),
+            "agents": agent_spec_entries(repo, RACE_BRANCHES),
+            "scoring": {**repo.commands, "timeout_per_check_seconds": 60}}  # fmt: skip
+    result = _run(race, tmp_path, env, "race", "run")
+    got = {a["name"]: a for a in result["agents"]}
+    assert set(got) == set(RACE_BRANCHES) and result["winner"] == "clean"
+    assert got["breaks-test"]["measures"]["tests"]["counts"]["passed"] == 5
+    assert got["broken-build"]["scores"]["build"] == 0
+    assert result["baseline"]["tests"]["counts"]["passed"] == 6
+    race_boards = [b for b in _board_names(env, tmp_path) if b.startswith("race-")]
+    assert race_boards, "the race wrote no board"
+
+    # Sandbox containers were made and removed: none is left.
+    assert set(arena_containers(client, not_of_pid=os.getpid())) <= before
+
+    # Down: no container, volume or network of the project is left running or stored.
+    cluster.down()
+    label = f"com.docker.compose.project={cluster.project}"
+    assert client.containers.list(all=True, filters={"label": label}) == []
+    assert client.volumes.list(filters={"label": label}) == []
+    assert [n.name for n in client.networks.list() if n.name.startswith(cluster.project)] == []
+    assert set(arena_containers(client, not_of_pid=os.getpid())) <= before
+
+
+def _board_names(env: dict[str, str], folder: Path) -> list[str]:
+    shown = arena("leaderboard", env=env, cwd=folder)
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout.split()
