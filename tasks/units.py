@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from functools import partial
 from typing import Any
@@ -38,24 +39,45 @@ def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
     return soft, soft + 30
 
 
+REAP_EVERY_S = 60.0  # how often a live worker looks for containers nobody will remove
+
+
 @worker_init.connect
 def _reap_orphan_containers(**_: Any) -> None:
     """Sandbox and agent containers that a killed worker left behind go before this one takes
-    units (docs/sandbox.md). No engine configured or reachable: nothing to do."""
-    from workers.sandbox.containers import EngineUnavailable, docker_client, reap_orphans
-
+    units, and every minute while it runs (docs/sandbox.md). No engine: nothing to do."""
     wanted = ArenaSettings().sandbox == "docker" or os.environ.get("DOCKER_HOST")
     if not wanted and not os.path.exists("/var/run/docker.sock"):
         return
+    if reap_containers():
+        _keep_reaping.append(True)  # worker_ready starts the periodic passes (after the fork)
+
+
+_keep_reaping: list[bool] = []
+
+
+def keep_reaping() -> None:
+    while True:
+        time.sleep(REAP_EVERY_S)
+        reap_containers()
+
+
+def reap_containers() -> bool:
+    """One pass of the reaper; False when no engine answers (no later passes then)."""
+    from workers.sandbox.containers import EngineUnavailable, docker_client, reap_orphans
+
     try:
-        reaped = reap_orphans(docker_client(timeout_s=10))
+        client = docker_client(timeout_s=10)
+        reaped = reap_orphans(client)
+        client.close()
     except EngineUnavailable:
-        return
-    except Exception as exc:  # the engine answered oddly: a worker still starts
+        return False
+    except Exception as exc:  # the engine answered oddly: the worker goes on all the same
         log.warning("could not look for orphaned sandbox containers: %s", exc)
-        return
+        return True
     if reaped:
         log.warning("removed %d container(s) a dead worker left: %s", len(reaped), reaped)
+    return True
 
 
 @worker_process_init.connect
@@ -258,6 +280,8 @@ def restore_delivery(tag: str) -> None:
 
 @worker_ready.connect
 def _start_watchdog(**_: Any) -> None:
+    if _keep_reaping:
+        threading.Thread(target=keep_reaping, name="arena-reaper", daemon=True).start()
     settings = ArenaSettings()
     watchdog.start_watchdog(
         store(settings), settings.lost_worker_s,

@@ -176,3 +176,37 @@ def _board_names(env: dict[str, str], folder: Path) -> list[str]:
     shown = arena("leaderboard", env=env, cwd=folder)
     assert shown.returncode == 0, shown.stderr
     return shown.stdout.split()
+
+
+def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
+    """compose.yaml itself (the bridge-network file operators use; the end-to-end test above
+    runs its workers through deploy/compose/host-network.yaml), as compose resolves it."""
+    if shutil.which("docker-compose") is None:
+        unavailable("docker-compose is not installed (.ci/run installs it)")
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text("ARENA_REDIS_PASSWORD=0123abcd\nARENA_DOCKER_GID=999\n")
+    resolved = subprocess.run(
+        ["docker-compose", "--env-file", str(env_file), "-f", str(ROOT / "compose.yaml"),
+         "--profile", "gpu", "--profile", "monitoring", "config"],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert resolved.returncode == 0, resolved.stderr
+    services = yaml.safe_load(resolved.stdout)["services"]
+    assert set(services) == {"redis", "worker-cpu", "worker-gpu", "prometheus"}
+    redis = services["redis"]["command"]
+    assert redis[redis.index("--requirepass") + 1] == "0123abcd"
+    assert redis[redis.index("--appendonly") + 1] == "yes"
+    assert services["redis"]["ports"] == ["127.0.0.1:6379:6379/tcp"]  # loopback only
+    for name in ("worker-cpu", "worker-gpu"):
+        worker = services[name]
+        assert worker["read_only"] and worker["cap_drop"] == ["ALL"]
+        assert worker["environment"]["ARENA_SANDBOX"] == "docker"
+        assert worker["environment"]["ARENA_REDIS_URL"] == "redis://:0123abcd@redis:6379/0"
+        assert worker["group_add"] == ["999"] and "depends_on" not in worker
+    assert "--queues gpu" in services["worker-gpu"]["command"]
+    (device,) = services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"]
+    assert device["capabilities"] == ["gpu"] and device["driver"] == "nvidia"
+    missing = subprocess.run(["docker-compose", "-f", str(ROOT / "compose.yaml"), "config"],
+                             capture_output=True, text=True, cwd=tmp_path, check=False,
+                             env={**os.environ, "ARENA_REDIS_PASSWORD": ""})  # fmt: skip
+    assert missing.returncode != 0 and "scripts/compose-env" in missing.stderr
