@@ -21,7 +21,7 @@ make_venv() {
 
 installed_ok() {  # the stamp names this pyproject.toml and every extra asked for
     local hash=$1 extras=$2 stamp extra
-    read -r stamp < "$VENV/.arena-installed" 2>/dev/null || return 1
+    read -r stamp 2>/dev/null < "$VENV/.arena-installed" || return 1
     [ "${stamp%% *}" = "$hash" ] || return 1
     for extra in ${extras//,/ }; do
         case ",${stamp#* }," in *",$extra,"*) ;; *) return 1 ;; esac
@@ -34,7 +34,7 @@ ensure_venv() {  # $1: the extras to install, e.g. "dev" or "dev,mario"
     [ -x "$VENV/bin/python" ] || make_venv
     if ! installed_ok "$hash" "$extras"; then
         local before=""  # keep the extras installed before: another script may need them
-        read -r _ before < "$VENV/.arena-installed" 2>/dev/null || true
+        read -r _ before 2>/dev/null < "$VENV/.arena-installed" || true
         extras=$(echo "$before,$extras" | tr ',' '\n' | { grep -v '^$' || true; } | sort -u | paste -sd, -)
         echo "arena: installing into $VENV (extras: ${extras:-none}) ..." >&2
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
