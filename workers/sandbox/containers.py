@@ -124,17 +124,25 @@ def hardening(memory_mb: int | None, cpus: float | None, pids: int | None) -> di
     return options
 
 
-def remove_quietly(container: Any) -> None:
-    """Kill and remove a container; one already gone is fine."""
+def remove_quietly(container: Any, wait_s: float = 10.0) -> None:
+    """Kill and remove a container, and return once the engine no longer lists it (a removal
+    already in progress elsewhere is waited for); one already gone is fine."""
     import docker.errors
 
     try:
         container.remove(force=True, v=True)
     except docker.errors.NotFound:
-        pass
+        return
     except docker.errors.APIError as exc:
         if "already in progress" not in str(exc):
             raise
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:
