@@ -32,7 +32,9 @@ from tests.docker_support import (
     unavailable,
 )
 from tests.integration.conftest import ROOT, arena
+from tests.integration.test_agent_images import PIXELS
 from tests.race.projects import agent_spec_entries, make_python_repo
+from tests.workers.test_agent_image import build_agent_image, serve
 
 pytestmark = [pytest.mark.integration, DOCKER_GROUP]
 COMPOSE_FILE = ROOT / "deploy" / "compose" / "host-network.yaml"
@@ -129,13 +131,24 @@ def test_every_workload_on_the_compose_cluster(cluster: ComposeCluster, tmp_path
     env = cluster.client_env()
     assert len([n for n in cluster.containers(client) if "worker-cpu" in n]) == 2
 
-    mario = {"workload": "mario", "agents": ["right", "jump-right"], "items": ["1-1"],
-             "protocol": {"episodes": 2, "seed": 0},
-             "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 200}}  # fmt: skip
-    ran = _run(mario, tmp_path, env, "run")
+    # Mario, with an agent packaged as an image: a worker in a container starts it as a sibling
+    # container, the socket's folder on the work dir the engine's host shares.
+    tag = f"arena-compose-agent-{uuid.uuid4().hex[:8]}:v0"
+    files = {"pixels.py": PIXELS.replace("OFFSET", "0")}
+    image = build_agent_image(client, tmp_path / "agent", files, serve("pixels:make"), tag)
+    try:
+        params = {"frame_skip": 4, "action_set": "right_only", "max_steps": 200}
+        mario = {"workload": "mario", "items": ["1-1"], "protocol": {"episodes": 2, "seed": 0},
+                 "agents": ["right", "jump-right", {"name": "boxed", "image": tag}],
+                 "params": params}  # fmt: skip
+        ran = _run(mario, tmp_path, env, "run")
+    finally:
+        client.images.remove(image.id, force=True)
     assert ran["counts"]["errors"] == 0, ran
+    boxed = ran["versions"]["agents"]["boxed"]
+    assert (boxed["kind"], boxed["digest"]) == ("image", image.id)
     board = _board("mario-1-1", env, tmp_path)
-    assert {e["agent"] for e in board["entries"]} == {"right", "jump-right"}
+    assert {e["agent"] for e in board["entries"]} == {"right", "jump-right", "boxed"}
     assert all(e["stats"]["episodes"] == 2 for e in board["entries"])
 
     games = {"workload": "alympics", "leaderboard": "alympics-compose", "agents": ["builtin"],
