@@ -29,7 +29,7 @@ from tasks.workloads.base import (
 )
 from tasks.workloads.mario import IMAGE_REF, image_agent_for_unit
 from workers.agents import ENTRY_POINT, load_entry_point
-from workers.fingerprint import AgentFingerprint, FingerprintError, image_fingerprint
+from workers.fingerprint import AgentFingerprint, image_fingerprint
 from workers.games import (
     BASELINES,
     BUILTIN,
@@ -151,19 +151,6 @@ class AlympicsWorkload(Workload):
         if agent.image and not agent.version:
             return image_fingerprint(agent.image)  # the content id the workers will run
         return super().fingerprint_agent(agent)
-
-    def fingerprint_agents(
-        self, agents: list[Any], items: list[Any], params: Any
-    ) -> dict[str, AgentFingerprint]:
-        """As every workload's, with an image that cannot be resolved named by its field."""
-        found = {}
-        for index, agent in enumerate(agents):
-            field = "image" if agent.image else "entry_point" if agent.entry_point else "name"
-            try:
-                found[self.agent_key(agent)] = self.fingerprint_agent(agent)
-            except FingerprintError as exc:
-                raise InputError(f"agents[{index}].{field}: {exc}") from None
-        return found
 
     def check(self, batch: ValidatedBatch) -> None:
         if batch.spec.protocol.episodes != 1:

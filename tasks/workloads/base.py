@@ -225,7 +225,9 @@ class Workload(ABC):
             try:
                 found[self.agent_key(agent)] = self.fingerprint_agent(agent)
             except FingerprintError as exc:
-                field = "entry_point" if getattr(agent, "entry_point", None) else "name"
+                field = next(
+                    (k for k in ("image", "sb3", "entry_point") if getattr(agent, k, None)), "name"
+                )
                 raise InputError(f"agents[{index}].{field}: {exc}") from None
         return found
 

@@ -28,7 +28,6 @@ from scoring.mario_display import format_leaderboard
 from tasks.identity import protocol_fingerprint
 from tasks.settings import load_settings
 from tasks.spec import Name, SpecModel
-from tasks.validation import InputError
 from tasks.workloads.base import (
     LeaderboardEntry,
     QueueName,
@@ -41,7 +40,6 @@ from tasks.workloads.base import (
 from workers.agents import ENTRY_POINT, Agent, AgentChanged, load_entry_point
 from workers.fingerprint import (
     AgentFingerprint,
-    FingerprintError,
     file_fingerprint,
     image_fingerprint,
 )
@@ -141,19 +139,6 @@ class MarioWorkload(Workload):
         if agent.image and not agent.version:
             return image_fingerprint(agent.image)  # the content id the workers will run
         return super().fingerprint_agent(agent)
-
-    def fingerprint_agents(
-        self, agents: list[Any], items: list[Any], params: Any
-    ) -> dict[str, AgentFingerprint]:
-        """As every workload's, with an image that cannot be resolved named by its field."""
-        found = {}
-        for index, agent in enumerate(agents):
-            field = "image" if agent.image else "entry_point" if agent.entry_point else "name"
-            try:
-                found[self.agent_key(agent)] = self.fingerprint_agent(agent)
-            except FingerprintError as exc:
-                raise InputError(f"agents[{index}].{field}: {exc}") from None
-        return found
 
     def run_unit(self, unit: Unit) -> dict[str, Any]:
         from workers.mario.runner import run_episode  # the emulator: only where units run

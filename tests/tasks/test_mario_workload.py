@@ -34,7 +34,7 @@ def mario_spec(**overrides: object) -> dict:
         ({"params": {"sticky_p": 1.0}}, "params.sticky_p"),
         ({"protocol": {"episodes": -1}}, "protocol.episodes"),
         ({"agents": ["mario-kart"]}, "unknown built-in agent 'mario-kart'"),
-        ({"agents": [{"name": "x", "sb3": "missing.zip"}]}, "agents[0].name: cannot read"),
+        ({"agents": [{"name": "x", "sb3": "missing.zip"}]}, "agents[0].sb3: cannot read"),
         ({"agents": [{"name": "right", "preprocess": {"resize": 84}}]}, "preprocess: applies"),
     ],
 )
