@@ -19,6 +19,7 @@ from arena.game_cmd import benchmark_command
 from arena.inputs import read_json
 from arena.mario_cmd import mario_group
 from arena.race_cmd import race_group
+from arena.schedule_cmd import beat_command, schedule_group
 from arena.score_cmd import SCORERS, score
 from tasks.provenance import version_line
 
@@ -123,6 +124,8 @@ def game_group() -> None:
 game_group.add_command(benchmark_command)
 cli.add_command(mario_group)
 cli.add_command(race_group)
+cli.add_command(beat_command)
+cli.add_command(schedule_group)
 
 
 def main(argv: list[str] | None = None) -> None:

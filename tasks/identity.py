@@ -36,7 +36,7 @@ def _by_name(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def protocol_fingerprint(normalised: dict[str, Any]) -> str:
-    body = {k: v for k, v in normalised.items() if k not in ("agents", "leaderboard")}
+    body = {k: v for k, v in normalised.items() if k not in ("agents", "leaderboard", "occasion")}
     body["items"] = _by_name(body["items"])
     return _digest(body)
 

@@ -13,6 +13,7 @@ from tasks.validation import InputError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Occasion = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
 class SpecModel(BaseModel):
@@ -36,6 +37,11 @@ class BatchSpec(SpecModel):
     items: Annotated[list[str | dict[str, Any]], Field(min_length=1)]
     protocol: Protocol = Protocol()
     params: dict[str, Any] = {}
+    # A run of its own under the same protocol (a scheduled night, tasks/schedules.py): part of
+    # the batch's identity, not of the protocol, so every night is a new batch on the same board.
+    occasion: (
+        Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")] | None
+    ) = None
 
 
 def derive_seed(master: int, *parts: str | int) -> int:

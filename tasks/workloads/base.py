@@ -144,8 +144,9 @@ class ValidatedBatch(BaseModel):
 
 
 def normalise(spec: BatchSpec, agents: list[Any], items: list[Any], params: Any) -> dict[str, Any]:
-    """The spec as validated, every default filled in: two spellings of one protocol agree."""
-    return {
+    """The spec as validated, every default filled in: two spellings of one protocol agree.
+    `occasion` appears only when given (batches without one keep the identities they had)."""
+    normalised = {
         "workload": spec.workload,
         "leaderboard": spec.leaderboard,
         "agents": [a.model_dump(mode="json") for a in agents],
@@ -153,6 +154,9 @@ def normalise(spec: BatchSpec, agents: list[Any], items: list[Any], params: Any)
         "protocol": spec.protocol.model_dump(mode="json"),
         "params": params.model_dump(mode="json"),
     }
+    if spec.occasion is not None:
+        normalised["occasion"] = spec.occasion
+    return normalised
 
 
 class Workload(ABC):

@@ -157,7 +157,7 @@ class RaceSpecTop(SpecModel):
     scoring: dict[str, Any] | None = None
 
 
-GENERIC_KEYS = ("workload", "leaderboard", "agents", "protocol")
+GENERIC_KEYS = ("workload", "leaderboard", "agents", "protocol", "occasion")
 
 
 class RaceWorkload(Workload):

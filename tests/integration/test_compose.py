@@ -217,7 +217,9 @@ def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
     )  # fmt: skip
     assert resolved.returncode == 0, resolved.stderr
     services = yaml.safe_load(resolved.stdout)["services"]
-    assert set(services) == {"redis", "worker-cpu", "worker-gpu", "prometheus"}
+    assert set(services) == {"redis", "worker-cpu", "worker-gpu", "beat", "prometheus"}
+    beat = services["beat"]
+    assert beat["command"] == "arena beat" and "volumes" not in beat and beat["cap_drop"] == ["ALL"]
     redis = services["redis"]["command"]
     assert redis[redis.index("--requirepass") + 1] == "0123abcd"
     assert redis[redis.index("--appendonly") + 1] == "yes"
