@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from arena import cluster_cmd
-from arena.report import check_output_path, report_from_store, write_report
+from arena.report import Report, check_output_path, report_from_store, write_report
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import NAME_PATTERN
-from tasks.store import FINISHED
+from tasks.store import FINISHED, Store
 from tasks.validation import InputError
 
 JSON_HELP = "Print JSON for machines (no progress bar)."
@@ -209,13 +209,17 @@ def report_command(batch_ref: str, output_path: Path | None) -> None:
     settings = load_settings()
     target = check_output_path(output_path) if output_path else None
     with cluster_cmd.open_store(settings) as db:
-        batch_id = db.resolve(batch_ref)
-        log_dir = cluster_cmd.log_folder(settings, batch_id)
-        report = report_from_store(db, batch_id, log_dir if log_dir.is_dir() else None)
+        report = stored_report(settings, db, db.resolve(batch_ref))
     if target:
         click.echo(str(write_report(report, target)))
     else:
         cluster_cmd.print_json(report.model_dump(mode="json"))
+
+
+def stored_report(settings: ArenaSettings, db: Store, batch_id: str) -> Report:
+    """`arena report` and GET /batches/{id}: the batch's report, with its log folder if any."""
+    log_dir = cluster_cmd.log_folder(settings, batch_id)
+    return report_from_store(db, batch_id, log_dir if log_dir.is_dir() else None)
 
 
 COMMANDS = [

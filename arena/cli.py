@@ -108,6 +108,20 @@ def worker_command(
     app.worker_main(argv + (["--concurrency", str(concurrency)] if concurrency else []))
 
 
+@cli.command("api")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0 inside a container).")  # fmt: skip
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+def api_command(host: str, port: int) -> None:
+    """Serve the HTTP API on the cluster's Redis (ARENA_REDIS_URL; docs/api.md)."""
+    settings = cluster_settings("api")
+    import uvicorn
+
+    from arena.api import create_app
+
+    uvicorn.run(create_app(settings), host=host, port=port)
+
+
 def prepare_multiprocess_metrics() -> None:
     """prometheus_client's multiprocess mode: one folder of value files shared by the pool."""
     folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(prefix="arena-metrics-")

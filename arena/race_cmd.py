@@ -12,7 +12,7 @@ from arena.batch_cmds import JSON_HELP, OUTPUT_PATH, check_run_id, exit_for, sho
 from arena.report import check_output_path, write_report
 from tasks.settings import load_settings
 from tasks.spec import load_spec_file
-from tasks.store import BatchInfo
+from tasks.store import BatchInfo, Store
 from tasks.validation import InputError, RunFailed
 from tasks.workloads import validate_batch
 from tasks.workloads.race import BASELINE
@@ -50,8 +50,13 @@ def results_payload(info: BatchInfo) -> dict[str, Any]:
 
 def finished_race(batch_ref: str) -> tuple[str, BatchInfo]:
     with cluster_cmd.open_store(load_settings()) as db:
-        batch_id = db.resolve(batch_ref)
-        info = db.batch(batch_id)
+        return race_info(db, batch_ref)
+
+
+def race_info(db: Store, batch_ref: str) -> tuple[str, BatchInfo]:
+    """A race that ended and was reduced (`arena race results`, GET /races/{id})."""
+    batch_id = db.resolve(batch_ref)
+    info = db.batch(batch_id)
     if info is None:
         raise InputError(f"race: no race {batch_ref!r}")
     if info.workload != "race":
@@ -128,10 +133,16 @@ def logs_command(batch_ref: str, agent: str | None) -> None:
 )
 def merge_command(batch_ref: str, force: bool) -> None:
     """Merge the winner's scored commit into the base branch (a merge commit)."""
+    batch_id, info = finished_race(batch_ref)
+    click.echo(merge_winner(batch_id, info, force))
+
+
+def merge_winner(batch_id: str, info: BatchInfo, force: bool) -> str:
+    """Merge a race's winner (`arena race merge`, POST /races/{id}/merge); the line to show.
+    RunFailed when there is nothing to merge or it may not be merged."""
     from workers.race.git import GitError, is_local, resolve_commit
     from workers.race.merge import merge_into
 
-    batch_id, info = finished_race(batch_ref)
     summary = info.summary or {}
     winner = next((a for a in summary.get("agents", []) if a["name"] == summary.get("winner")),
                   None)  # fmt: skip
@@ -156,8 +167,8 @@ def merge_command(batch_ref: str, force: bool) -> None:
         merged = merge_into(Path(repo), base, winner["commit"], message)
     except GitError as exc:
         raise RunFailed(str(exc)) from None
-    click.echo(f"merged {winner['name']} ({winner['branch']} at {winner['commit'][:12]}) into "
-               f"{base}: {merged[:12]}")  # fmt: skip
+    return (f"merged {winner['name']} ({winner['branch']} at {winner['commit'][:12]}) into "
+            f"{base}: {merged[:12]}")  # fmt: skip
 
 
 @click.group("race")

