@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -97,6 +98,7 @@ def cluster(tmp_path: Path) -> Iterator[ComposeCluster]:
     socket_path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     env = {**os.environ, "ARENA_HOST_WORK_DIR": str(tmp_path / "work"),
            "ARENA_REPOS_DIR": str(made.repos), "ARENA_REDIS_PORT": str(_free_port()),
+           "ARENA_API_PORT": str(_free_port()),
            "ARENA_DOCKER_SOCKET": socket_path.removeprefix("unix://")}  # fmt: skip
     written = subprocess.run([str(ROOT / "scripts" / "compose-env"), str(made.env_file)],
                              env=env, capture_output=True, text=True, check=False)  # fmt: skip
@@ -157,8 +159,16 @@ def test_every_workload_on_the_compose_cluster(cluster: ComposeCluster, tmp_path
              "params": {"suite": "alympics_lite"}}  # fmt: skip
     ran = _run(games, tmp_path, env, "run")
     assert ran["counts"]["errors"] == 0, ran
-    (entry,) = _board("alympics-compose", env, tmp_path)["entries"]
+    board = _board("alympics-compose", env, tmp_path)
+    (entry,) = board["entries"]
     assert entry["agent"] == "builtin"
+
+    # The API container serves the same board, and refuses a submission without its token.
+    api = f"http://127.0.0.1:{cluster.settings()['ARENA_API_PORT']}"
+    _wait_for_api(api)
+    assert httpx.get(f"{api}/leaderboards/alympics-compose").json() == board
+    refused = httpx.post(f"{api}/batches", json=games)
+    assert refused.status_code == 401
 
     # A race: the repository under the shared repos folder; checks in sandbox containers.
     repo = make_python_repo(cluster.repos / "calc")
@@ -197,6 +207,18 @@ def _only(before: set[str], client: Any, wait_s: float = 10.0) -> set[str]:
         time.sleep(0.2)
 
 
+def _wait_for_api(api: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{api}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"the API at {api} did not answer")
+
+
 def _board_names(env: dict[str, str], folder: Path) -> list[str]:
     shown = arena("leaderboard", env=env, cwd=folder)
     assert shown.returncode == 0, shown.stderr
@@ -209,7 +231,9 @@ def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
     if shutil.which("docker-compose") is None:
         unavailable("docker-compose is not installed (.ci/run installs it)")
     env_file = tmp_path / "cluster.env"
-    env_file.write_text("ARENA_REDIS_PASSWORD=0123abcd\nARENA_DOCKER_GID=999\n")
+    env_file.write_text(
+        "ARENA_REDIS_PASSWORD=0123abcd\nARENA_DOCKER_GID=999\nARENA_API_TOKENS=t0ken\n"
+    )
     resolved = subprocess.run(
         ["docker-compose", "--env-file", str(env_file), "-f", str(ROOT / "compose.yaml"),
          "--profile", "gpu", "--profile", "monitoring", "config"],
@@ -217,7 +241,10 @@ def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
     )  # fmt: skip
     assert resolved.returncode == 0, resolved.stderr
     services = yaml.safe_load(resolved.stdout)["services"]
-    assert set(services) == {"redis", "worker-cpu", "worker-gpu", "beat", "prometheus"}
+    assert set(services) == {"redis", "worker-cpu", "worker-gpu", "beat", "api", "prometheus"}
+    api = services["api"]
+    assert api["environment"]["ARENA_API_TOKENS"] == "t0ken" and "volumes" not in api
+    assert api["ports"] == ["127.0.0.1:8000:8000/tcp"]
     beat = services["beat"]
     assert beat["command"] == "arena beat" and "volumes" not in beat and beat["cap_drop"] == ["ALL"]
     redis = services["redis"]["command"]
