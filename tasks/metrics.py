@@ -22,6 +22,10 @@ UNIT_SECONDS = Histogram(
     ["workload"],
     buckets=(0.001, 0.01, 0.1, 1, 10, 60, 300, 900, 3600),
 )
+# Emulator frames that units ran (Mario): its rate is the cluster's frames per second.
+EMULATOR_FRAMES = Counter(
+    "arena_emulator_frames", "Emulator frames run by units, by workload.", ["workload"]
+)
 BATCHES = Counter(
     "arena_batches", "Batches reduced, by workload and outcome.", ["workload", "status"]
 )

@@ -115,6 +115,9 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
             db.save_unit(batch_id, run.result, run.log)
             metrics.UNITS.labels(unit.workload, unit.queue, run.result.status).inc()
             metrics.UNIT_SECONDS.labels(unit.workload).observe(run.result.duration_s)
+            frames = run.result.result.get("emulator_frames")
+            if isinstance(frames, int) and frames > 0:
+                metrics.EMULATOR_FRAMES.labels(unit.workload).inc(frames)
     if db.all_stored(batch_id):
         reduce_batch.delay(batch_id)
     return len(parsed)

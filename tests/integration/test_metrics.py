@@ -63,3 +63,29 @@ def test_worker_exports_unit_batch_and_queue_metrics(cluster_env, db, write_spec
     assert samples[("arena_batch_latency_seconds_count", (("workload", "bandit"),))] == 1
     assert samples[("arena_queue_depth", (("queue", "cpu"),))] == 0
     assert samples[("arena_queue_depth", (("queue", "gpu"),))] == 0
+
+
+def test_worker_exports_the_emulators_frames(cluster_env, db, write_spec, tmp_path):
+    """Mario units count their emulator frames: the dashboard's frames per second."""
+    port = free_port()
+    env = {**cluster_env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
+    worker = subprocess.Popen(
+        [ARENA, "worker", "--queues", "cpu", "--concurrency", "1", "--loglevel", "WARNING",
+         "--metrics-port", str(port)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    spec = {"workload": "mario", "agents": ["right"], "items": ["1-1"],
+            "protocol": {"episodes": 2, "seed": 0}, "params": {"max_steps": 60}}  # fmt: skip
+    key = ("arena_emulator_frames_total", (("workload", "mario"),))
+    try:
+        batch_id = arena("submit", str(write_spec(spec)), env=cluster_env).stdout.strip()
+        assert wait_finished(db, batch_id) == "done"
+        deadline = time.monotonic() + 20
+        while key not in (samples := scrape(port)):
+            assert time.monotonic() < deadline, "no emulator frames exported"
+            time.sleep(0.2)
+    finally:
+        stop(worker)
+    frames = sum(r.result["emulator_frames"] for r in db.unit_results(batch_id).values())
+    assert frames > 0 and samples[key] == frames
