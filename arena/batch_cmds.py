@@ -46,16 +46,21 @@ def exit_for(summary: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.option("--run-id", help="A label to find this run again (arena status LABEL).")
 @OUTPUT_PATH
+@click.option("--serve", "serve_port", type=click.IntRange(1, 65535), metavar="PORT",
+              help="Serve the API and its page on 127.0.0.1:PORT meanwhile, and after the "
+              "batch until Ctrl-C.")  # fmt: skip
 def run_command(
     spec: str, fresh: bool, workers: int | None, quiet: bool, as_json: bool, run_id: str | None,
-    output_path: Path | None,
+    output_path: Path | None, serve_port: int | None,
 ) -> None:  # fmt: skip
     """Run a batch and print its leaderboard (embedded cluster unless ARENA_REDIS_URL is set)."""
     load_settings()  # a bad setting is refused before anything starts
     check_run_id(run_id)
     target = check_output_path(output_path) if output_path else None
     batch = cluster_cmd.load_batch(spec)
-    finished = cluster_cmd.run_batch(batch, fresh, workers, quiet or as_json, run_id=run_id)
+    finished = cluster_cmd.run_batch(
+        batch, fresh, workers, quiet or as_json, run_id=run_id, serve_port=serve_port
+    )
     if target:
         written = write_report(finished.report, target)
         if not (quiet or as_json):

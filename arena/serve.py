@@ -1,0 +1,53 @@
+"""`arena run --serve PORT`: the HTTP API and its page beside a run, so one laptop gets the page
+of its embedded cluster (docs/api.md). The server lives in a thread of the `arena run` process
+and stops when the run's Redis does: after the batch, it serves until Ctrl-C."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tasks.settings import ArenaSettings
+from tasks.validation import InputError
+
+START_TIMEOUT_S = 10.0
+
+
+@contextmanager
+def serving(settings: ArenaSettings, port: int | None, host: str = "127.0.0.1") -> Iterator[None]:
+    """Serve the API on `host:port` for the duration of the block (nothing when port is None)."""
+    if port is None:
+        yield
+        return
+    import uvicorn
+
+    from arena.api import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
+                                          log_level="warning"))  # fmt: skip
+    thread = threading.Thread(target=server.run, name="arena-serve", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise InputError(f"--serve: cannot serve on {host}:{port} (is the port in use?)")
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(START_TIMEOUT_S)
+
+
+def serve_until_interrupted(port: int) -> None:
+    """After the batch: keep the page up until Ctrl-C."""
+    import click
+
+    click.echo(f"serving http://127.0.0.1:{port}/ until Ctrl-C", err=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        click.echo("stopped serving", err=True)
