@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from arena import cluster_cmd
+from arena import cluster_cmd, page
 from arena.api_models import (
     SPEC_MODEL,
     BatchDetail,
@@ -312,6 +312,7 @@ def create_app(settings: ArenaSettings) -> FastAPI:
     submit_route(app, api, token)
     board_routes(app, api)
     race_routes(app, api, token)
+    page.register(app, api)
     publish_spec_schema(app)
     return app
 

@@ -47,6 +47,30 @@ def pick_episode(
     return max(played, key=lambda pair: (pair[1].result["arena_score"], -pair[0].episode))
 
 
+def replay(
+    unit: Unit, stored: UnitResult, every: int
+) -> tuple[dict[str, Any], list[str], list[Any]]:
+    """Play the stored episode again from its action log: what it gave, the fields that differ
+    from the stored result (none, for a faithful replay), and every `every`-th frame (0: none)."""
+    from workers.mario.protocol import MarioProtocol
+    from workers.mario.runner import replay_episode
+
+    frames: list[Any] = []
+    count = [0]
+
+    def keep(frame: Any) -> None:
+        if every and count[0] % every == 0:
+            frames.append(frame.copy())
+        count[0] += 1
+
+    protocol = MarioProtocol.model_validate(unit.payload["params"])
+    replayed = replay_episode(
+        unit.item, stored.result["actions"], protocol, unit.env_seed, keep
+    ).model_dump(mode="json")
+    differs = [k for k in COMPARED if replayed.get(k) != stored.result.get(k)]
+    return replayed, differs, frames
+
+
 def check_output(path: Path | None) -> None:
     if path is None:
         return
@@ -83,25 +107,10 @@ def replay_command(
 ) -> None:  # fmt: skip
     """Play an episode again from its action log and check it reproduces the stored result."""
     check_output(out)
-    from workers.mario.protocol import MarioProtocol
-    from workers.mario.runner import replay_episode
-
     with cluster_cmd.open_store(load_settings()) as db:
         batch_id = db.resolve(batch_ref)
         unit, stored = pick_episode(db, batch_id, agent, level, episode)
-    frames: list[Any] = []
-    count = [0]
-
-    def keep(frame: Any) -> None:
-        if out is not None and count[0] % every == 0:
-            frames.append(frame.copy())
-        count[0] += 1
-
-    protocol = MarioProtocol.model_validate(unit.payload["params"])
-    replayed = replay_episode(
-        unit.item, stored.result["actions"], protocol, unit.env_seed, keep
-    ).model_dump(mode="json")
-    differs = [k for k in COMPARED if replayed.get(k) != stored.result.get(k)]
+    replayed, differs, frames = replay(unit, stored, every if out is not None else 0)
     click.echo(
         f"{agent} on {unit.item}, episode {unit.episode}: score "
         f"{stored.result['arena_score']:,.0f}, max x {replayed['max_x']}, {replayed['steps']} "
