@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,6 +23,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def metrics_worker(
+    cluster_env: dict[str, str], tmp_path: Path, concurrency: int
+) -> tuple[int, subprocess.Popen[bytes]]:
+    """A real `arena worker` serving /metrics on a free port (its own process group)."""
+    port = free_port()
+    env = {**cluster_env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
+    worker = subprocess.Popen(
+        [ARENA, "worker", "--queues", "cpu", "--concurrency", str(concurrency), "--loglevel",
+         "WARNING", "--metrics-port", str(port)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    return port, worker
+
+
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
     return {
@@ -32,14 +48,7 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_worker_exports_unit_batch_and_queue_metrics(cluster_env, db, write_spec, tmp_path):
-    port = free_port()
-    env = {**cluster_env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
-    worker = subprocess.Popen(
-        [ARENA, "worker", "--queues", "cpu", "--concurrency", "2", "--loglevel", "WARNING",
-         "--metrics-port", str(port)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    port, worker = metrics_worker(cluster_env, tmp_path, concurrency=2)
     try:
         spec = bandit_spec(protocol={"episodes": 4, "seed": 2})  # 40 units in 4 chunks
         submitted = arena("submit", str(write_spec(spec)), env=cluster_env)
@@ -67,14 +76,7 @@ def test_worker_exports_unit_batch_and_queue_metrics(cluster_env, db, write_spec
 
 def test_worker_exports_the_emulators_frames(cluster_env, db, write_spec, tmp_path):
     """Mario units count their emulator frames: the dashboard's frames per second."""
-    port = free_port()
-    env = {**cluster_env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
-    worker = subprocess.Popen(
-        [ARENA, "worker", "--queues", "cpu", "--concurrency", "1", "--loglevel", "WARNING",
-         "--metrics-port", str(port)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    port, worker = metrics_worker(cluster_env, tmp_path, concurrency=1)
     spec = {"workload": "mario", "agents": ["right"], "items": ["1-1"],
             "protocol": {"episodes": 2, "seed": 0}, "params": {"max_steps": 60}}  # fmt: skip
     key = ("arena_emulator_frames_total", (("workload", "mario"),))
