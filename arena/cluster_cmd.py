@@ -219,28 +219,22 @@ def run_batch(
     """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default.
     `boards`: print the leaderboards at the end (a race prints its own results instead).
     `serve_port`: the API and its page on that port meanwhile, and after, until Ctrl-C."""
-    from arena.serve import serve_until_interrupted, serving
+    from arena.serve import serving
 
     settings = load_settings()
     if settings.redis_url:
         with serving(settings, serve_port):
-            done = _submit_and_wait(
+            return _submit_and_wait(
                 connect(settings), batch, fresh, settings, quiet, run_id=run_id, boards=boards
             )
-            if serve_port:
-                serve_until_interrupted(serve_port)
-            return done
     with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
         forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
         local = settings.model_copy(update={"redis_url": url})
         with serving(local, serve_port):
-            done = _submit_and_wait(
+            return _submit_and_wait(
                 connect(local), batch, fresh, local, quiet, resume_running=True, run_id=run_id,
                 boards=boards,
             )  # fmt: skip
-            if serve_port:
-                serve_until_interrupted(serve_port)
-            return done
 
 
 def _submit_and_wait(

@@ -17,7 +17,8 @@ START_TIMEOUT_S = 10.0
 
 @contextmanager
 def serving(settings: ArenaSettings, port: int | None, host: str = "127.0.0.1") -> Iterator[None]:
-    """Serve the API on `host:port` for the duration of the block (nothing when port is None)."""
+    """Serve the API on `host:port` during the block and, when the block ends normally (the
+    batch is done), on until Ctrl-C. Nothing when `port` is None."""
     if port is None:
         yield
         return
@@ -36,13 +37,13 @@ def serving(settings: ArenaSettings, port: int | None, host: str = "127.0.0.1") 
         time.sleep(0.05)
     try:
         yield
+        _until_interrupted(port)
     finally:
         server.should_exit = True
         thread.join(START_TIMEOUT_S)
 
 
-def serve_until_interrupted(port: int) -> None:
-    """After the batch: keep the page up until Ctrl-C."""
+def _until_interrupted(port: int) -> None:
     import click
 
     click.echo(f"serving http://127.0.0.1:{port}/ until Ctrl-C", err=True)
