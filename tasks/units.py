@@ -50,10 +50,10 @@ def _reap_orphan_containers(**_: Any) -> None:
     if not wanted and not os.path.exists("/var/run/docker.sock"):
         return
     if reap_containers():
-        _keep_reaping.append(True)  # worker_ready starts the periodic passes (after the fork)
+        _engine_answered.set()  # worker_ready starts the periodic passes (after the fork)
 
 
-_keep_reaping: list[bool] = []
+_engine_answered = threading.Event()
 
 
 def keep_reaping() -> None:
@@ -283,7 +283,7 @@ def restore_delivery(tag: str) -> None:
 
 @worker_ready.connect
 def _start_watchdog(**_: Any) -> None:
-    if _keep_reaping:
+    if _engine_answered.is_set():
         threading.Thread(target=keep_reaping, name="arena-reaper", daemon=True).start()
     settings = ArenaSettings()
     watchdog.start_watchdog(
