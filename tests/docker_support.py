@@ -9,7 +9,6 @@ The engine is the one DOCKER_HOST names (default: the local socket); `.ci/run` s
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.needs import unavailable
 from workers.sandbox.containers import LABEL, EngineUnavailable, docker_client
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,12 +26,6 @@ WORKER_IMAGE = "arena-worker-cpu:latest"
 DOCKER_GROUP = pytest.mark.xdist_group("docker")
 # An image with sh and python3 and nothing of Arena's: the offline base, else the worker image.
 BASE_IMAGES = ("arena-base:bookworm", "python:3.11-slim-bookworm", WORKER_IMAGE)
-
-
-def unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}: required under CI=true (.ci/run starts the engine)")
-    pytest.skip(reason)
 
 
 @functools.cache
@@ -46,7 +40,7 @@ def require_engine() -> Any:
     """The docker.DockerClient of the test engine, or skip (fail under CI=true)."""
     client = _engine()
     if isinstance(client, str):
-        unavailable(client)
+        unavailable(f"{client} (.ci/run starts one: scripts/start-docker-engine)")
     return client
 
 

@@ -28,6 +28,7 @@ from tasks.settings import ArenaSettings
 from tasks.store import Store
 from tests.api.conftest import AUTH, TOKEN
 from tests.integration.conftest import ROOT, WorkerPools, wait_finished
+from tests.needs import unavailable
 from tests.race.projects import agent_spec_entries, git, make_python_repo
 
 pytestmark = pytest.mark.integration
@@ -37,13 +38,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 MIN_PNG_BYTES = 10_000
 
 
-def unavailable(reason: str) -> None:
-    """Skip, except under CI=true, where a missing browser fails (tests/docker_support.py)."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}: required under CI=true (scripts/test installs chromium)")
-    pytest.skip(reason)
-
-
 @pytest.fixture
 def browser() -> Iterator[Any]:
     try:
@@ -51,7 +45,7 @@ def browser() -> Iterator[Any]:
     except ImportError:
         unavailable("playwright is not installed (pip install playwright)")
     if not Path(CHROMIUM).is_file():
-        unavailable(f"no chromium at {CHROMIUM} (apt-get install chromium)")
+        unavailable(f"no chromium at {CHROMIUM} (scripts/install-test-tools installs it)")
     with sync_playwright() as pw:
         launched = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched

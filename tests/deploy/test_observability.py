@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 import tasks.metrics  # noqa: F401  (registers the workers' metrics)
 from tasks.metrics import QueueDepth
-from tests.docker_support import unavailable
+from tests.needs import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "deploy" / "prometheus"

@@ -30,10 +30,10 @@ from tests.docker_support import (
     arena_containers,
     require_current_worker_image,
     require_engine,
-    unavailable,
 )
 from tests.integration.conftest import ROOT, arena
 from tests.integration.test_agent_images import PIXELS
+from tests.needs import unavailable
 from tests.race.projects import agent_spec_entries, make_python_repo
 from tests.workers.test_agent_image import build_agent_image, serve
 
