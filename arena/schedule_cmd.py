@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from arena import cluster_cmd
 from arena.batch_cmds import cluster_settings
+from tasks.spec import load_spec_file
 from tasks.validation import InputError
 
 log = logging.getLogger("arena.beat")
@@ -26,21 +26,12 @@ def _schedules() -> Any:
     return Schedules(cluster_cmd.connect(settings)), settings
 
 
-def _read_yaml(path: str) -> Any:
-    try:
-        return yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML/JSON ({' '.join(str(exc).split())})") from None
-
-
 def load_schedule_file(path: str) -> list[Any]:
     """`entries: [{name, cron, spec: path-or-mapping, enabled}]`; a spec path is read relative
     to the schedule file."""
     from tasks.schedules import parse_entry
 
-    data = _read_yaml(path)
+    data = load_spec_file(path)
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise InputError(f"{path}: expected a mapping with a list `entries`")
     entries = []
@@ -48,7 +39,7 @@ def load_schedule_file(path: str) -> list[Any]:
         if not isinstance(raw, dict):
             raise InputError(f"{path}: entries[{index}]: expected a mapping")
         if isinstance(raw.get("spec"), str):
-            raw = {**raw, "spec": _read_yaml(str(Path(path).parent / raw["spec"]))}
+            raw = {**raw, "spec": load_spec_file(str(Path(path).parent / raw["spec"]))}
         try:
             entries.append(parse_entry(raw))
         except InputError as exc:
@@ -107,7 +98,7 @@ def add_command(name: str, spec: str, cron: str, disabled: bool) -> None:
     from tasks.schedules import parse_entry
 
     entry = parse_entry(
-        {"name": name, "cron": cron, "spec": _read_yaml(spec), "enabled": not disabled}
+        {"name": name, "cron": cron, "spec": load_spec_file(spec), "enabled": not disabled}
     )
     schedules, _ = _schedules()
     schedules.add(entry)
