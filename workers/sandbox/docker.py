@@ -48,6 +48,7 @@ HOST_VARIABLES = frozenset(
 )
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 EXIT_KILLED = 137  # 128 + SIGKILL, as sh reports a killed command
+OOM_EVENT_WAIT_S = 1.0  # how long a SIGKILLed command waits for the engine's OOM event
 KILL_WAIT_S = 30.0  # for a killed container to be reported stopped
 READ_WAIT_S = 10.0  # for the rest of the output once the container stopped
 # Past its deadline, how long a container may still be ours (kill, wait, removal): labelled.
@@ -277,9 +278,21 @@ class DockerSandbox(Sandbox):
         finally:
             if reader.is_alive():  # the stream outlived the container (or we were interrupted)
                 stream.close()
-        container.reload()
-        oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
-        return status, timed_out, oom
+        return status, timed_out, self._oom_killed(container, status, timed_out)
+
+    @staticmethod
+    def _oom_killed(container: Any, status: int, timed_out: bool) -> bool:
+        """Whether the kernel's OOM killer ended something in the container. The engine learns
+        it from an event that can land just after the exit (seen with cgroup v1): a kill it
+        does not yet explain is asked about again for up to OOM_EVENT_WAIT_S."""
+        deadline = time.monotonic() + OOM_EVENT_WAIT_S
+        while True:
+            container.reload()
+            if container.attrs.get("State", {}).get("OOMKilled"):
+                return True
+            if status != EXIT_KILLED or timed_out or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
 
     @staticmethod
     def _wait(container: Any, deadline: float) -> int | None:
