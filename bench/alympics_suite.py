@@ -2,8 +2,10 @@
 Dilemma matches/s of our game engine vs the Axelrod library.
 
 Run from the repository root: .venv/bin/python bench/alympics_suite.py [--episodes N]
-[--workers W] [--repeat R] [--matches M] [--blocks B]. Every figure in one run is measured side
-by side on the same machine; read the ratios, not single figures.
+[--workers W] [--repeat R] [--matches M] [--blocks B] [--no-cluster | --only-games]. Every figure
+in one run is measured side by side on the same machine; read the ratios, not single figures.
+--no-cluster times the suite in one process only (no Redis, no workers); --only-games skips the
+suite and measures only Prisoner's Dilemma against Axelrod.
 """
 
 from __future__ import annotations
@@ -51,6 +53,25 @@ def on_cluster(
     results = [stored[u.id] for u in get_workload("alympics").expand(batch)]
     assert all(r.status == "ok" for r in results), [r.reason for r in results if r.reason]
     return wall, result_of(batch, results).composite_score
+
+
+def suite_in_process(args: argparse.Namespace) -> None:
+    """--no-cluster: the suite in this process only, one row per seed."""
+    in_process(make_batch(1, 1_000_000))  # warm-up: imports, first-call costs
+    console.print(
+        f"\n[bold]alympics_lite, agent builtin, in one process[/] (no cluster); episodes per "
+        f"match set: {args.episodes or 'from the suite'}"
+    )
+    walls = []
+    for seed in range(1, args.repeat + 1):
+        wall, score, results = in_process(make_batch(args.episodes, seed))
+        walls.append(wall)
+        slowest = max(results, key=lambda r: r.duration_s)
+        console.print(
+            f"seed {seed}: in-process {wall:6.3f}s  composite {score:.4f}  (slowest unit "
+            f"{slowest.item} {slowest.duration_s:.3f}s)"
+        )
+    console.print(f"median in-process: {statistics.median(walls):.3f}s")
 
 
 def suite(args: argparse.Namespace) -> None:
@@ -157,12 +178,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="suite runs of each mode (default 2)")
     parser.add_argument("--matches", type=int, default=2000, help="PD matches each (default 2000)")
     parser.add_argument("--blocks", type=int, default=4, help="alternated PD blocks (default 4)")
+    parts = parser.add_mutually_exclusive_group()
+    parts.add_argument(
+        "--no-cluster", action="store_true", help="time the suite in one process only"
+    )
+    parts.add_argument(
+        "--only-games", action="store_true", help="skip the suite: PD vs Axelrod only"
+    )
     args = parser.parse_args()
     if min(args.episodes or 1, args.workers, args.repeat, args.matches, args.blocks) < 1:
         parser.error("--episodes, --workers, --repeat, --matches and --blocks must be at least 1")
     if args.blocks > args.matches:
         parser.error("--blocks must not exceed --matches")
-    suite(args)
+    if args.no_cluster:
+        suite_in_process(args)
+    elif not args.only_games:
+        suite(args)
     prisoners_dilemma(args.matches, args.blocks)
 
 

@@ -3,9 +3,9 @@ an episode with fault tolerance, and the per-game measures the rubric reads (SEE
 A faulted move earns nothing (measures), and a match set with more than half of the agent's
 moves faulted is forfeit (ForfeitWatch).
 
-Modules: base (the Game interface and EpisodeRecord), episode (play_episode, ForfeitWatch,
-game_measures),
-registry (GAMES, BASELINES, BUILTIN, opponent_lineup), one module per game.
+Modules: base (the Game interface, its observations and views, EpisodeRecord), episode
+(play_episode, ForfeitWatch, game_measures), registry (GAMES, BASELINES, BUILTIN,
+opponent_lineup), one module per game.
 """
 
 from workers.games.base import EpisodeRecord, Game, InvalidAction, Strategy

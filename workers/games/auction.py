@@ -18,7 +18,7 @@ nothing: the round is credited at most 0 profit and its fairness is 0.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean
 from typing import Any
 
@@ -43,6 +43,7 @@ class FirstPriceAuction(Game):
         "profit: your value minus your bid if you win, 0 otherwise. Maximise your total profit."
     )
     action_format = "your bid: a number from 0 to 100"
+    scalar_actions = True
 
     def reset(self, seed: int) -> None:
         super().reset(seed)
@@ -95,7 +96,7 @@ class Truthful(SeededStrategy):
 
     label = "truthful"
 
-    def act(self, observation: dict[str, Any]) -> float:
+    def act(self, observation: Mapping[str, Any]) -> float:
         return float(observation["value"])
 
 
@@ -105,5 +106,5 @@ class Shade(SeededStrategy):
 
     label = "shade"
 
-    def act(self, observation: dict[str, Any]) -> float:
+    def act(self, observation: Mapping[str, Any]) -> float:
         return float(observation["value"]) / 2

@@ -4,6 +4,15 @@ A game is a simultaneous-move repeated game: every round each player sees its ob
 JSON-able dict an LLM agent can play from), all players act at once, and `step` pays each one.
 Observations number rounds from 1; `history` lists the rounds already played, oldest first, each
 with every player's (normalised) action and the observing player's own payoff.
+
+Two forms of the same observation (same keys in the same order, same values):
+- `Game.observation(player)`: a fresh dict, what every agent gets (Python, HTTP, agent images):
+  it may be kept, serialised or mutated without touching the game or the other players. Each
+  player's history entries are built once, on its first observation that needs them, and shared
+  between that player's later observations (so a move costs O(1) entries, not O(rounds)).
+- `Game.view(player)`: a read-only Mapping that builds what is read, when it is read (a history
+  entry only when indexed), for strategies that declare `accepts_view` (the built-in ones): they
+  read a few fields of each observation during `act` and keep nothing. It reads the game live.
 """
 
 from __future__ import annotations
@@ -12,8 +21,8 @@ import math
 import random
 import statistics
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, cast
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, TypeGuard, cast, overload
 
 from pydantic import BaseModel, ConfigDict
 
@@ -51,6 +60,20 @@ class Strategy(Protocol):
     def act(self, observation: dict[str, Any]) -> Any: ...
 
 
+class ViewStrategy(Protocol):
+    """A strategy that only reads its observation during `act` and keeps nothing of it, and so
+    is handed `Game.view(player)` instead of a fresh dict (see accepts_view)."""
+
+    def reset(self, game: str, player: int, seed: int) -> None: ...
+    def act(self, observation: Mapping[str, Any]) -> Any: ...
+
+
+def accepts_view(strategy: object) -> TypeGuard[ViewStrategy]:
+    """Whether the strategy declares `accepts_view = True` (the built-in strategies do; any
+    other agent gets a fresh dict)."""
+    return getattr(strategy, "accepts_view", False) is True
+
+
 class Game(ABC):
     name: ClassVar[str]
     n_players: ClassVar[int]
@@ -58,6 +81,9 @@ class Game(ABC):
     action_format: ClassVar[str]
     # raw = mean per-round payoff - raw_offset (public goods: the endowment, per SEED-NOTES).
     raw_offset: ClassVar[float] = 0.0
+    # Normalised actions are immutable scalars (str, int, float): a history entry copies a
+    # round's actions with list(), not fresh_copy.
+    scalar_actions: ClassVar[bool] = False
 
     def __init__(self, rounds: int) -> None:
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
@@ -71,7 +97,8 @@ class Game(ABC):
         self.actions: list[list[Any]] = []
         self.payoffs: list[list[float]] = []
         self.details: list[dict[str, Any]] = []
-        # Each player's view of the rounds played, built once per round (not once per move).
+        # Each player's history entries for its observations, built on the first observation
+        # that needs them (a player that only gets views never builds any).
         self._history: list[list[dict[str, Any]]] = [[] for _ in range(self.n_players)]
 
     @property
@@ -83,6 +110,7 @@ class Game(ABC):
         return self.played >= self.rounds
 
     def observation(self, player: int) -> dict[str, Any]:
+        """The player's observation as a fresh dict (module docstring)."""
         self._check_player(player)
         return {
             "game": self.name,
@@ -93,19 +121,31 @@ class Game(ABC):
             "rules": self.rules,
             "action_format": self.action_format,
             **self.private_info(player),
-            # A new list of the player's own entries, built once per round: a strategy that
-            # mutates them changes only its own later view, not the game or other players'.
-            "history": list(self._history[player]),
+            # A new list of the player's own entries, each built once: a strategy that mutates
+            # them changes only its own later observations, not the game or other players'.
+            "history": list(self._own_history(player)),
         }
+
+    def view(self, player: int) -> ObservationView:
+        """The player's observation as a read-only, lazily read Mapping (module docstring)."""
+        self._check_player(player)
+        return ObservationView(self, player)
+
+    def _own_history(self, player: int) -> list[dict[str, Any]]:
+        history = self._history[player]
+        for round_index in range(len(history), self.played):
+            history.append(self.history_entry(player, round_index))
+        return history
 
     def private_info(self, player: int) -> dict[str, Any]:
         """What only `player` knows about the current round."""
         return {}
 
     def history_entry(self, player: int, round_index: int) -> dict[str, Any]:
-        # Copies: a strategy that mutates its observation must not change the game.
+        """A new entry: a strategy that mutates it must not change the game."""
+        actions = self.actions[round_index]
         return {
-            "actions": [fresh_copy(action) for action in self.actions[round_index]],
+            "actions": list(actions) if self.scalar_actions else [fresh_copy(a) for a in actions],
             "payoff": self.payoffs[round_index][player],
         }
 
@@ -127,13 +167,15 @@ class Game(ABC):
             raise RuntimeError(f"{self.name}: all {self.rounds} rounds played; reset first")
         if len(actions) != self.n_players:
             raise ValueError(f"{self.name}: {self.n_players} actions needed, got {len(actions)}")
-        parsed = [self.parse_action(p, a) for p, a in enumerate(actions)]
+        return self.play_parsed([self.parse_action(p, a) for p, a in enumerate(actions)])
+
+    def play_parsed(self, parsed: list[Any]) -> list[float]:
+        """`step` for actions already normalised by parse_action (play_episode's), one per
+        player, in a game not done: parsing them again would give the same actions."""
         payoffs, details = self.resolve(parsed)
         self.actions.append(parsed)
         self.payoffs.append(payoffs)
         self.details.append(details)
-        for player, history in enumerate(self._history):
-            history.append(self.history_entry(player, self.played - 1))
         return list(payoffs)
 
     @classmethod
@@ -175,23 +217,117 @@ def faulted_flags(record: EpisodeRecord, player: int) -> list[bool]:
 
 
 class SeededStrategy:
-    """Book-keeping for the built-in strategies: identity and a private RNG per episode."""
+    """Book-keeping for the built-in strategies: identity and a private RNG per episode. They
+    read their observation only through the Mapping interface, during `act`, and keep nothing
+    of it, so play_episode hands them a Game.view (a plain dict works the same)."""
 
     label: ClassVar[str]
+    accepts_view: ClassVar[bool] = True
 
     def reset(self, game: str, player: int, seed: int) -> None:
         self.game = game
         self.player = player
-        self.rng = random.Random(seed)
+        self._seed = seed
+        self._rng: random.Random | None = None
+
+    @property
+    def rng(self) -> random.Random:
+        """The episode's RNG, seeded on first use (seeding costs more than a PD round, and
+        most strategies draw nothing)."""
+        if self._rng is None:
+            self._rng = random.Random(self._seed)
+        return self._rng
+
+
+class ObservationView(Mapping[str, Any]):
+    """Game.observation(player)'s keys, in its order, and values, each built when it is read,
+    from the game as it is now: for a strategy that reads its observation during `act`
+    (accepts_view). Nothing can be set through it, and every history entry read is a new dict,
+    so a strategy cannot change the game or what another player sees through it. "history" is
+    a HistoryView (a read-only Sequence, not a list); to_dict() gives the observation itself."""
+
+    __slots__ = ("_game", "_history", "_player")
+
+    def __init__(self, game: Game, player: int) -> None:
+        self._game = game
+        self._player = player
+        self._history = HistoryView(game, player)
+
+    def __getitem__(self, key: str) -> Any:
+        game = self._game
+        if key == "history":
+            return self._history
+        if key == "player":
+            return self._player
+        if key == "round":
+            return game.played + 1
+        if key == "game":
+            return game.name
+        if key == "n_players":
+            return game.n_players
+        if key == "rounds":
+            return game.rounds
+        if key == "rules":
+            return game.rules
+        if key == "action_format":
+            return game.action_format
+        return game.private_info(self._player)[key]
+
+    def __iter__(self) -> Iterator[str]:
+        private = self._game.private_info(self._player)
+        yield from ("game", "player", "n_players", "round", "rounds", "rules", "action_format")
+        yield from private
+        yield "history"
+
+    def __len__(self) -> int:
+        return 8 + len(self._game.private_info(self._player))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The observation as Game.observation gives it: a fresh dict."""
+        return {key: list(value) if key == "history" else value for key, value in self.items()}
+
+
+class HistoryView(Sequence[dict[str, Any]]):
+    """A player's history, read-only and live: entry i is built (a new dict) when it is read."""
+
+    __slots__ = ("_game", "_player")
+
+    def __init__(self, game: Game, player: int) -> None:
+        self._game = game
+        self._player = player
+
+    def __len__(self) -> int:
+        return len(self._game.payoffs)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        game, played = self._game, len(self._game.payoffs)
+        if isinstance(index, slice):
+            return [game.history_entry(self._player, i) for i in range(*index.indices(played))]
+        if index < 0:
+            index += played
+        if not 0 <= index < played:
+            raise IndexError("history index out of range")
+        return game.history_entry(self._player, index)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for index in range(len(self._game.payoffs)):
+            yield self._game.history_entry(self._player, index)
 
 
 def fresh_copy(value: Any) -> Any:
-    """A copy of a JSON-shaped value (dicts, lists, scalars); copy.deepcopy is ~10x slower, and
-    observations copy the whole history every round."""
+    """A copy of a JSON-shaped value (dicts, lists, scalars); copy.deepcopy is ~10x slower."""
+    # Scalars are kept without a call: most values are a dict or list of them.
     if isinstance(value, dict):
-        return {key: fresh_copy(item) for key, item in value.items()}
+        return {
+            key: fresh_copy(item) if isinstance(item, dict | list) else item
+            for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [fresh_copy(item) for item in value]
+        return [fresh_copy(item) if isinstance(item, dict | list) else item for item in value]
     return value
 
 

@@ -11,6 +11,7 @@ total. The reachable range is 1/5 to 4/5 of the fields (normalised 20 to 80).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from workers.games.base import Game, InvalidAction, SeededStrategy
@@ -63,7 +64,7 @@ class ColonelBlotto(Game):
 class Uniform(SeededStrategy):
     label = "uniform"
 
-    def act(self, observation: dict[str, Any]) -> list[int]:
+    def act(self, observation: Mapping[str, Any]) -> list[int]:
         return [TROOPS // FIELDS] * FIELDS
 
 
@@ -73,7 +74,7 @@ class Concentrated(SeededStrategy):
 
     label = "concentrated"
 
-    def act(self, observation: dict[str, Any]) -> list[int]:
+    def act(self, observation: Mapping[str, Any]) -> list[int]:
         allocation = [0] * FIELDS
         for field, troops in zip(self.rng.sample(range(FIELDS), 3), (34, 33, 33), strict=True):
             allocation[field] = troops
@@ -89,7 +90,7 @@ class Skirmisher(SeededStrategy):
 
     label = "skirmisher"
 
-    def act(self, observation: dict[str, Any]) -> list[int]:
+    def act(self, observation: Mapping[str, Any]) -> list[int]:
         allocation = [35, 35, 28, 1, 1]
         self.rng.shuffle(allocation)
         return allocation

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean
 from typing import Any
 
@@ -69,6 +69,7 @@ class Congestion(Game):
         "minimise your own time."
     )
     action_format = '0 or 1 (the route number), or "bridge" / "bypass"'
+    scalar_actions = True
 
     def default_action(self, player: int) -> int:
         return 0
@@ -101,7 +102,7 @@ class Congestion(Game):
         return {**super().measures(records, player), "fairness": fmean(welfare)}
 
 
-def best_response(observation: dict[str, Any]) -> int:
+def best_response(observation: Mapping[str, Any]) -> int:
     """The fastest route for me if the others repeat their last round (ties: lower route)."""
     me = int(observation["player"])
     others = [r for p, r in enumerate(observation["history"][-1]["actions"]) if p != me]
@@ -116,7 +117,7 @@ class SelfishRouter(SeededStrategy):
 
     label = "selfish-router"
 
-    def act(self, observation: dict[str, Any]) -> int:
+    def act(self, observation: Mapping[str, Any]) -> int:
         if not observation["history"]:
             return min(range(len(LATENCY)), key=lambda route: latency(route, 1))
         return best_response(observation)
@@ -127,7 +128,7 @@ class SocialOptimum(SeededStrategy):
 
     label = "social-optimum"
 
-    def act(self, observation: dict[str, Any]) -> int:
+    def act(self, observation: Mapping[str, Any]) -> int:
         return SOCIAL_OPTIMUM_ROUTES[int(observation["player"])]
 
 
@@ -138,7 +139,7 @@ class EpsilonGreedy(SeededStrategy):
     label = "epsilon-greedy"
     epsilon = 0.1
 
-    def act(self, observation: dict[str, Any]) -> int:
+    def act(self, observation: Mapping[str, Any]) -> int:
         times: dict[int, list[float]] = {route: [] for route in range(len(LATENCY))}
         me = int(observation["player"])
         for entry in observation["history"]:
@@ -157,7 +158,7 @@ class BestResponder(SeededStrategy):
 
     label = "best-responder"
 
-    def act(self, observation: dict[str, Any]) -> int:
+    def act(self, observation: Mapping[str, Any]) -> int:
         if not observation["history"]:
             return min(range(len(LATENCY)), key=lambda route: latency(route, N_PLAYERS))
         return best_response(observation)

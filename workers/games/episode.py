@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
-from workers.games.base import EpisodeRecord, Game, Strategy
+from workers.games.base import (
+    EpisodeRecord,
+    Game,
+    ObservationView,
+    Strategy,
+    ViewStrategy,
+    accepts_view,
+)
 from workers.games.registry import GAMES
 
 MAX_FAULT_REASONS = 5
@@ -98,11 +105,17 @@ def _reset(strategy: Strategy, game: Game, player: int, seed: int) -> str | None
     return None
 
 
-def _move(strategy: Strategy, game: Game, player: int) -> tuple[Any, str | None]:
+def _move(
+    strategy: Strategy, game: Game, player: int, view: ObservationView | None
+) -> tuple[Any, str | None]:
     """The player's normalised action and None, or the game's default action and why the
-    player's own move faulted."""
+    player's own move faulted. `view`: the player's Game.view if the strategy accepts one (it
+    reads the game live, so one serves a whole episode); None: it gets a fresh dict."""
     try:
-        action = strategy.act(game.observation(player))
+        if view is not None:
+            action = cast(ViewStrategy, strategy).act(view)
+        else:
+            action = strategy.act(game.observation(player))
     except Exception as exc:
         return game.default_action(player), f"act failed: {_describe(exc)}"
     try:
@@ -131,14 +144,15 @@ def play_episode(
         why = _reset(strategy, game, player, seed)
         if why is not None:
             faults.add(player, 0, why)
-    while not game.done:
+    players = [(s, game.view(p) if accepts_view(s) else None) for p, s in enumerate(strategies)]
+    for round_number in range(1, game.rounds + 1):
         actions: list[Any] = []
-        for player, strategy in enumerate(strategies):
-            action, why = _move(strategy, game, player)
+        for player, (strategy, view) in enumerate(players):
+            action, why = _move(strategy, game, player, view)
             if why is not None:
-                faults.add(player, game.played + 1, why)
+                faults.add(player, round_number, why)
             actions.append(action)
-        game.step(actions)
+        game.play_parsed(actions)  # normalised by _move
     return EpisodeRecord(
         game=game.name,
         seed=seed,

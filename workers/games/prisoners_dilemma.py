@@ -8,7 +8,7 @@ and counts as a defection in its cooperation rate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workers.games.base import (
@@ -39,13 +39,16 @@ class PrisonersDilemma(Game):
         "defector gets 5, the cooperator 0. Maximise your total points over all rounds."
     )
     action_format = '"C" to cooperate or "D" to defect'
+    scalar_actions = True
 
     def default_action(self, player: int) -> str:
         return "C"
 
     def parse_action(self, player: int, action: Any) -> str:
-        if isinstance(action, str) and action.strip().upper() in ALIASES:
-            return ALIASES[action.strip().upper()]
+        if isinstance(action, str):
+            normal = ALIASES.get(action) or ALIASES.get(action.strip().upper())
+            if normal is not None:
+                return normal
         raise InvalidAction(f'a Prisoner\'s Dilemma action is "C" or "D", not {action!r:.60}')
 
     def resolve(self, actions: list[Any]) -> tuple[list[float], dict[str, Any]]:
@@ -63,23 +66,21 @@ class PrisonersDilemma(Game):
         return {**super().measures(records, player), "cooperation": cooperation}
 
 
-def _opponent_moves(observation: dict[str, Any]) -> list[str]:
-    opponent = 1 - int(observation["player"])
-    return [entry["actions"][opponent] for entry in observation["history"]]
-
-
 class TitForTat(SeededStrategy):
     """Cooperate first, then copy the opponent's previous move."""
 
     label = "tit-for-tat"
 
-    def act(self, observation: dict[str, Any]) -> str:
-        moves = _opponent_moves(observation)
-        return moves[-1] if moves else "C"
+    def act(self, observation: Mapping[str, Any]) -> str:
+        history = observation["history"]
+        if not history:
+            return "C"
+        move: str = history[-1]["actions"][1 - observation["player"]]
+        return move
 
 
 class AlwaysDefect(SeededStrategy):
     label = "always-defect"
 
-    def act(self, observation: dict[str, Any]) -> str:
+    def act(self, observation: Mapping[str, Any]) -> str:
         return "D"

@@ -16,7 +16,7 @@ credited at most 10 (raw 0, normalised 0), its contribution counts as 0 and its 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean
 from typing import Any
 
@@ -115,7 +115,7 @@ class PublicGoods(Game):
         }
 
 
-def _others_contributions(observation: dict[str, Any]) -> list[float]:
+def _others_contributions(observation: Mapping[str, Any]) -> list[float]:
     """The other players' contributions in the last round played."""
     actions = observation["history"][-1]["actions"]
     me = int(observation["player"])
@@ -125,14 +125,14 @@ def _others_contributions(observation: dict[str, Any]) -> list[float]:
 class FullContributor(SeededStrategy):
     label = "full-contributor"
 
-    def act(self, observation: dict[str, Any]) -> float:
+    def act(self, observation: Mapping[str, Any]) -> float:
         return ENDOWMENT
 
 
 class FreeRider(SeededStrategy):
     label = "free-rider"
 
-    def act(self, observation: dict[str, Any]) -> float:
+    def act(self, observation: Mapping[str, Any]) -> float:
         return 0.0
 
 
@@ -142,7 +142,7 @@ class ConditionalCooperator(SeededStrategy):
 
     label = "conditional-cooperator"
 
-    def act(self, observation: dict[str, Any]) -> float:
+    def act(self, observation: Mapping[str, Any]) -> float:
         if not observation["history"]:
             return ENDOWMENT
         return fmean(_others_contributions(observation))
@@ -153,5 +153,5 @@ class Punisher(SeededStrategy):
 
     label = "punisher"
 
-    def act(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def act(self, observation: Mapping[str, Any]) -> dict[str, Any]:
         return {"contribution": ENDOWMENT, "punish": True}

@@ -115,10 +115,10 @@ def test_observations_are_json_and_complete(game):
 
 @pytest.mark.parametrize("game", list(GAMES))
 def test_mutating_an_observation_does_not_change_the_game(game):
-    # Each player's history entries are built once per round and shared between that player's
-    # observations (copying them every move made an episode quadratic in its rounds), so a
-    # strategy that mutates an entry changes only its own later view, never the game's record
-    # or what the other players see.
+    # Each player's history entries are built once (on its first observation that needs them)
+    # and shared between that player's observations (copying them every move made an episode
+    # quadratic in its rounds), so a strategy that mutates an entry changes only its own later
+    # view, never the game's record or what the other players see (test_observation.py).
     instance = GAMES[game](2)
     instance.reset(1)
     instance.step([instance.default_action(p) for p in range(instance.n_players)])
