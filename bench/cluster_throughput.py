@@ -11,9 +11,11 @@ import math
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 from _cluster import bench_cluster  # beside this script
 from rich.console import Console
 from rich.table import Table
@@ -37,15 +39,19 @@ class Row:
     wall_s: float
     submit_s: float | None = None  # until submit() returned (chord built and published)
     reduce_s: float | None = None  # from the last unit result stored until status `done`
+    cpu_ms: float | None = None  # CPU ms per unit of every process: submitter, workers, Redis
 
 
-def make_batch(units: int, seed: int) -> ValidatedBatch:
+def make_batch(units: int, seed: int, unit_time_limit_s: float | None = None) -> ValidatedBatch:
     """5 built-in agents × 1 item × ceil(units / 5) episodes of one pull each."""
+    protocol: dict[str, Any] = {"episodes": math.ceil(units / len(AGENTS)), "seed": seed}
+    if unit_time_limit_s is not None:  # chunks above 11 units need less than the default 600 s
+        protocol["unit_time_limit_s"] = unit_time_limit_s
     spec: dict[str, Any] = {
         "workload": "bandit",
         "agents": AGENTS,
         "items": [{"name": "coin", "arms": [0.4, 0.6]}],
-        "protocol": {"episodes": math.ceil(units / len(AGENTS)), "seed": seed},
+        "protocol": protocol,
         "params": {"pulls": 1},
     }
     return validate_batch(spec)
@@ -62,6 +68,26 @@ def in_process(units: int) -> Row:
     return Row("in-process", len(expanded), time.perf_counter() - started)
 
 
+def cpu_meter(pool: subprocess.Popen[bytes]) -> Callable[[], float]:
+    """CPU seconds used so far by this process, the worker pool (main process and children)
+    and the embedded Redis: the machine is shared, so CPU time is steadier than wall time."""
+    me = psutil.Process()
+    redis_server = [p for p in me.children(recursive=True) if "redis-server" in p.name()]
+
+    def used() -> float:
+        pool_main = psutil.Process(pool.pid)
+        total = 0.0
+        for process in [me, *redis_server, pool_main, *pool_main.children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue  # a worker child that ended counts no more (children's times below)
+            total += times.user + times.system + times.children_user + times.children_system
+        return total
+
+    return used
+
+
 def through_cluster(
     store: Store,
     batch: ValidatedBatch,
@@ -75,6 +101,8 @@ def through_cluster(
     workload_cls = type(get_workload("bandit"))
     original = workload_cls.chunk_size
     workload_cls.chunk_size = chunk_size
+    cpu = cpu_meter(pool)
+    cpu_before = cpu()
     try:
         started = time.perf_counter()
         sub = submit(store, batch)
@@ -97,14 +125,25 @@ def through_cluster(
         raise RuntimeError(f"batch {sub.batch_id} ended {status}: {store.batch(sub.batch_id)}")
     return Row(
         f"cluster chunk {chunk_size}", sub.total, now - started, submitted - started,
-        now - (last_unit or now),
+        now - (last_unit or now), (cpu() - cpu_before) / sub.total * 1000,
     )  # fmt: skip
+
+
+def check_board(store: Store, batch: ValidatedBatch) -> str:
+    """Every agent's row on the batch's board counts exactly its episodes, none in error."""
+    episodes = batch.spec.protocol.episodes
+    rows = store.leaderboard(batch.leaderboard_name())
+    counts = {row.agent: (row.stats["episodes"], row.stats["errors"]) for row in rows}
+    wanted = {agent: (episodes, 0) for agent in AGENTS}
+    if counts != wanted:
+        raise RuntimeError(f"board counts {counts}, expected {wanted}")
+    return f"{len(rows)} agents × {episodes} episodes, 0 errors"
 
 
 def table(rows: list[Row], baseline: float, workers: int) -> Table:
     out = Table(title=f"{rows[0].units} trivial bandit units, {workers} worker processes")
     for name in ("mode", "units", "wall s", "units/s", "× in-process", "overhead ms/unit",
-                 "excl. reduce", "submit s", "reduce s"):  # fmt: skip
+                 "excl. reduce", "CPU ms/unit", "submit s", "reduce s"):  # fmt: skip
         out.add_column(name, justify="left" if name == "mode" else "right")
     for r in rows:
         rate = r.units / r.wall_s
@@ -117,10 +156,38 @@ def table(rows: list[Row], baseline: float, workers: int) -> Table:
             f"{baseline / r.wall_s:.4f}",
             f"{overhead:.2f}" if overhead is not None else "—",
             f"{dispatch:.2f}" if dispatch is not None else "—",
+            f"{r.cpu_ms:.2f}" if r.cpu_ms is not None else "—",
             f"{r.submit_s:.3f}" if r.submit_s is not None else "—",
             f"{r.reduce_s:.3f}" if r.reduce_s is not None else "—",
         )  # fmt: skip
     return out
+
+
+def scale_table(rows: list[Row]) -> Table:
+    first = rows[0]
+    out = Table(title="How batch time grows with the number of units (workload's chunk size)")
+    for name in ("units", "wall s", "units/s", "× time", "× units", "CPU ms/unit", "submit s",
+                 "reduce s", "reduce share"):  # fmt: skip
+        out.add_column(name, justify="right")
+    for r in rows:
+        out.add_row(
+            f"{r.units:,}", f"{r.wall_s:.2f}", f"{r.units / r.wall_s:,.0f}",
+            f"{r.wall_s / first.wall_s:.2f}", f"{r.units / first.units:g}",
+            f"{r.cpu_ms or 0:.2f}", f"{r.submit_s or 0:.2f}", f"{r.reduce_s or 0:.2f}",
+            f"{(r.reduce_s or 0) / r.wall_s:.0%}",
+        )  # fmt: skip
+    return out
+
+
+def run_scale(store: Store, pool: subprocess.Popen[bytes], sizes: list[int], seed: int) -> None:
+    chunk = get_workload("bandit").chunk_size
+    rows = []
+    for offset, units in enumerate(sizes):
+        batch = make_batch(units, seed + offset)
+        rows.append(through_cluster(store, batch, chunk, pool, timeout_s=1800))
+        board = check_board(store, batch)
+        console.print(f"{units:,} units: {rows[-1].wall_s:.2f}s; board: {board}")
+    console.print(scale_table(rows))
 
 
 def main() -> None:
@@ -128,17 +195,30 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=2000, help="units per run (default 2000)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each mode (default 1)")
+    parser.add_argument(
+        "--scale", metavar="N,N,...", help="instead: one chunked batch of each size, e.g. "
+        "1000,10000, and how its time grows; each board's counts are checked",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.units < 1 or args.workers < 1 or args.repeat < 1:
         parser.error("--units, --workers and --repeat must be at least 1")
+    try:
+        sizes = [int(n) for n in args.scale.split(",")] if args.scale else []
+    except ValueError:
+        parser.error("--scale takes sizes separated by commas, e.g. 1000,10000")
+    if any(n < len(AGENTS) for n in sizes):
+        parser.error(f"--scale: every size must be at least {len(AGENTS)} (one episode each)")
 
     chunk = get_workload("bandit").chunk_size
-    rows = [in_process(args.units) for _ in range(args.repeat)]
+    rows = [] if sizes else [in_process(args.units) for _ in range(args.repeat)]
     seeds = iter(range(1, 1_000_000))
     with bench_cluster(args.workers, console) as (store, pool):
         # Warm-up: waits for the workers to consume, and makes every child import the workload.
         warm = through_cluster(store, make_batch(20 * args.workers, next(seeds)), 1, pool, 120)
         console.print(f"workers ready; warm-up batch took {warm.wall_s:.2f}s")
+        if sizes:
+            run_scale(store, pool, sizes, next(seeds))
+            return
         for _ in range(args.repeat):
             for size in dict.fromkeys((chunk, 1)):
                 rows.append(through_cluster(store, make_batch(args.units, next(seeds)), size,
@@ -153,8 +233,9 @@ def main() -> None:
         " itself (broker, result backend, store writes, reducer, submit); the submitting process,"
         " Redis and the worker's main process share the same cores, so it is an upper bound.\n"
         "submit s: until submit() returned; reduce s: last unit result stored → batch `done`"
-        " (chord join and the reducer, one process); excl. reduce: the overhead with wall s"
-        " − reduce s, i.e. dispatch alone."
+        " (the reducer, one process); excl. reduce: the overhead with wall s − reduce s, i.e."
+        " dispatch alone. CPU ms/unit: CPU time of every process (this one, the workers, Redis)"
+        " per unit, reducer included: steadier than wall time on a shared machine."
     )
 
 

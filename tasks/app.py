@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from tasks.settings import ArenaSettings, celery_url
+from tasks.settings import ArenaSettings, celery_url, current_settings
 from tasks.store import Store
 
 app = Celery("arena", include=["tasks.units"])
@@ -48,8 +48,8 @@ def configure(settings: ArenaSettings) -> Celery:
         result_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
-        # A Redis outage or restart: workers reconnect for as long as it takes, and results,
-        # chord counters and unit results are written once Redis is back (retried, not lost).
+        # A Redis outage or restart: workers reconnect for as long as it takes, and Celery results
+        # and unit results are written once Redis is back (retried, not lost).
         broker_connection_max_retries=None,
         result_backend_always_retry=True,
         result_backend_max_retries=max(1, int(settings.redis_retry_s / RETRY_CAP_S)),
@@ -76,7 +76,7 @@ def store(settings: ArenaSettings | None = None, retry_s: float | None = None) -
     """A Store for this process (one connection pool per process: workers fork). Its calls
     retry through a Redis outage for `retry_s` (default ARENA_REDIS_RETRY_S; the CLI passes 0
     and says what it is waiting for itself)."""
-    settings = settings or ArenaSettings()
+    settings = settings or current_settings()
     if not settings.redis_url:
         raise ValueError("ARENA_REDIS_URL is not set")
     wait = settings.redis_retry_s if retry_s is None else retry_s

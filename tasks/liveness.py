@@ -44,22 +44,68 @@ def k_beats(db: Store, batch_id: str) -> str:
 
 @contextmanager
 def heartbeat(
-    db: Store, batch_id: str, chunk_id: str, unit_ids: list[str], queue: str, every_s: float
-) -> Iterator[None]:
-    """Beat every `every_s` seconds while the block runs; the chunk is forgotten after it."""
+    db: Store, batch_id: str, chunk_id: str, unit_ids: list[str], queue: str, every_s: float,
+    read: Callable[[Any], None] | None = None,
+) -> Iterator[list[Any]]:  # fmt: skip
+    """Beat every `every_s` seconds while the block runs; the chunk is forgotten after it.
+    `read(pipeline)` adds commands to the round trip that registers the chunk; their replies
+    are what the block gets (a worker reads the batch's status and stored units with it)."""
     info = {"units": unit_ids, "queue": queue, "worker": f"{host_name()}:{os.getpid()}"}
-    with db.r.pipeline(transaction=True) as pipe:
+    with db.r.pipeline(transaction=False) as pipe:
         pipe.hset(k_chunks(db, batch_id), chunk_id, json.dumps(info))
         pipe.hset(k_beats(db, batch_id), chunk_id, time.time())
-        pipe.execute()
+        if read is not None:
+            read(pipe)
+        replies = pipe.execute()[2:]
+    key = (batch_id, chunk_id)
+    _BEATER.add(key, lambda: db.r.hset(k_beats(db, batch_id), chunk_id, time.time()), every_s)
     try:
-        with keep_alive(lambda: db.r.hset(k_beats(db, batch_id), chunk_id, time.time()), every_s):
-            yield
+        yield replies
     finally:
-        with db.r.pipeline(transaction=True) as pipe:
+        _BEATER.discard(key)
+        with db.r.pipeline(transaction=False) as pipe:
             pipe.hdel(k_chunks(db, batch_id), chunk_id)
             pipe.hdel(k_beats(db, batch_id), chunk_id)
             pipe.execute()
+
+
+class _Beater:
+    """One thread per process beats for every chunk the process is running: starting a thread
+    per chunk cost a unit-sized task more than the unit itself (docs/performance.md)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.beats: dict[tuple[str, str], tuple[Callable[[], Any], float, float]] = {}
+        self.wake = threading.Event()
+        self.pid = 0  # the process whose thread runs (a forked child starts its own)
+
+    def add(self, key: tuple[str, str], beat: Callable[[], Any], every_s: float) -> None:
+        with self.lock:
+            self.beats[key] = (beat, every_s, time.monotonic() + every_s)
+            if self.pid != os.getpid():
+                self.pid = os.getpid()
+                threading.Thread(target=self._loop, name="arena-heartbeat", daemon=True).start()
+        self.wake.set()
+
+    def discard(self, key: tuple[str, str]) -> None:
+        with self.lock:
+            self.beats.pop(key, None)
+
+    def _loop(self) -> None:
+        while True:
+            self.wake.clear()  # an add() from here on wakes the wait below
+            with self.lock:
+                due = [(k, b, e) for k, (b, e, at) in self.beats.items() if at <= time.monotonic()]
+                for key, beat, every_s in due:
+                    self.beats[key] = (beat, every_s, time.monotonic() + every_s)
+                pending = [at for _, _, at in self.beats.values()]
+            for _, beat, _ in due:
+                with suppress(redis.RedisError):
+                    beat()
+            self.wake.wait(max(0.0, min(pending, default=time.monotonic() + 60) - time.monotonic()))
+
+
+_BEATER = _Beater()
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -92,6 +93,21 @@ class ArenaSettings(BaseSettings):
         if not prefix or not prefix.isprintable() or any(c.isspace() for c in prefix):
             raise ValueError("must be printable, without spaces")
         return prefix
+
+
+def current_settings() -> ArenaSettings:
+    """`ArenaSettings()`, parsed once per distinct set of ARENA_ variables: parsing costs about
+    4 ms, and a worker asks for its settings on every chunk (docs/performance.md)."""
+    arena_env = frozenset(
+        (name.upper(), value) for name, value in os.environ.items()
+        if name.upper().startswith("ARENA_")
+    )  # fmt: skip
+    return _settings_for(arena_env).model_copy()
+
+
+@lru_cache(maxsize=16)
+def _settings_for(arena_env: frozenset[tuple[str, str]]) -> ArenaSettings:
+    return ArenaSettings()
 
 
 def load_settings() -> ArenaSettings:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -27,10 +27,19 @@ __all__ = [
     "BatchInfo",
     "BatchStatus",
     "LeaderboardRow",
+    "SaveReply",
     "Store",
     "as_entries",
     "by_board",
 ]
+
+
+class SaveReply(NamedTuple):
+    """What Store.save_unit read back in its round trip."""
+
+    status: str | None  # the batch's status (a worker stops a cancelled batch's chunk)
+    all_stored: bool  # every unit of the batch has a result: the reducer can start
+    next_attempts: int  # attempts at the next unit, counting the one now starting
 
 
 class Store:
@@ -198,7 +207,12 @@ class Store:
             present, infra = pipe.execute()
         return {u for u, v in zip(unit_ids, present, strict=True) if v is not None} - set(infra)
 
-    def save_unit(self, batch_id: str, result: UnitResult, log: str = "") -> None:
+    def save_unit(
+        self, batch_id: str, result: UnitResult, log: str = "", next_unit: str | None = None
+    ) -> SaveReply:
+        """Store a unit's result; in the same round trip, read the batch's status and progress
+        and count an attempt of `next_unit` (the one the worker starts next), so a chunk costs
+        one Redis round trip per unit (docs/performance.md)."""
         # Keyed by unit id: a redelivered unit overwrites its own result, never adds one; the
         # set of failed unit ids follows the latest result, so error counts stay exact too.
         with self.r.pipeline(transaction=True) as pipe:
@@ -215,7 +229,25 @@ class Store:
                 pipe.sadd(self.k_infra(batch_id), result.unit_id)
             else:
                 pipe.srem(self.k_infra(batch_id), result.unit_id)
-            pipe.execute()
+            pipe.hget(self.k_batch(batch_id), "status")
+            pipe.hlen(self.k_units(batch_id))
+            pipe.hget(self.k_batch(batch_id), "total")
+            if next_unit is not None:
+                pipe.hincrby(self.k_attempts(batch_id), next_unit, 1)
+            replies = pipe.execute()
+        status, stored, total = replies[4:7]
+        attempts = int(replies[7]) if next_unit is not None else 0
+        done = total is not None and int(stored) >= int(total)
+        return SaveReply(status=status, all_stored=done, next_attempts=attempts)
+
+    def begin_unit(self, batch_id: str, unit_id: str) -> tuple[str | None, int]:
+        """(the batch's status, attempts at `unit_id` counting this one): before a chunk's
+        first unit; save_unit(next_unit=...) does the same for each later one."""
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.hget(self.k_batch(batch_id), "status")
+            pipe.hincrby(self.k_attempts(batch_id), unit_id, 1)
+            status, attempts = pipe.execute()
+        return status, int(attempts)
 
     def unit_results(self, batch_id: str) -> dict[str, UnitResult]:
         return {
@@ -240,7 +272,8 @@ class Store:
         return str(self.r.get(key))
 
     def claim_reducer(self, batch_id: str, ttl_s: float) -> bool:
-        """One reducer at a time per batch (the chord and the last chunk may both start one)."""
+        """One reducer at a time per batch (the last chunk, a failed chunk's callback and the
+        watchdog may each start one)."""
         return bool(self.r.set(f"{self.k_batch(batch_id)}:reducer", "1", nx=True,
                                px=int(ttl_s * 1000)))  # fmt: skip
 

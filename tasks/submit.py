@@ -1,18 +1,20 @@
-"""Submitting a batch: validate, resume what is stored, fan out the rest as a chord."""
+"""Submitting a batch: validate, resume what is stored, fan out the rest in chunk messages."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Literal
 
-from celery import chord
+import redis
+from celery import Signature
+from kombu.exceptions import BatchPublishError
 from pydantic import BaseModel
 
 from tasks import liveness
 from tasks.app import app
 from tasks.provenance import provenance_of
 from tasks.store import Store
-from tasks.units import chord_error, chunk_signature, chunk_time_limits, reduce_batch
+from tasks.units import chunk_signature, chunk_time_limits, reduce_batch
 from tasks.validation import InputError
 from tasks.workloads import get_workload
 from tasks.workloads.base import Unit, ValidatedBatch
@@ -121,25 +123,39 @@ def submit(
 
 
 def _fan_out(store: Store, batch_id: str, units: list[Unit], chunk_size: int) -> None:
-    """One chord per batch: chunk tasks, then the reducer (or, if a chunk fails, chord_error).
-    The plan (chunk id -> unit ids) lets the watchdog find units whose message was lost."""
-    header, plan = [], {}
+    """One message per chunk, published over one connection. No chord: the chunk that stores
+    a batch's last result starts the reducer, a chunk that fails outright starts it through
+    its error callback, and the watchdog starts it if both are lost. A chord also stored a
+    Celery result and counted every chunk in Redis: a third of a one-unit task's cost
+    (docs/performance.md). The plan (chunk id -> unit ids) lets the watchdog find units whose
+    message was lost."""
+    messages, plan = [], {}
     for index, chunk in enumerate(chunked(units, chunk_size)):
         chunk_id = f"chunk-{index}-{chunk[0].id}"
         plan[chunk_id] = [u.id for u in chunk]
-        header.append(chunk_signature(batch_id, chunk_id, chunk))
+        messages.append(chunk_signature(batch_id, chunk_id, chunk))
     liveness.record_plan(store, batch_id, plan, replace=True)
-    body = reduce_batch.si(batch_id).set(link_error=[chord_error.s(batch_id=batch_id)])
-    chord(header)(body)
-    _drop_result_subscriptions()
+    _publish(messages)
 
 
-def _drop_result_subscriptions() -> None:
-    """We never wait on Celery results (progress is read from Redis), so close the pubsub the
-    redis backend opened for them: otherwise it talks to Redis again at interpreter exit."""
-    consumer = app.backend.result_consumer
-    consumer.stop()
-    consumer.subscribed_to.clear()
+PUBLISH_BATCH = 100  # messages per Redis round trip; workers start on the first hundred
+
+
+def _publish(messages: list[Signature]) -> None:
+    """Publish in pipelined batches (one LPUSH round trip each was most of a 10,000-unit
+    submit). A batch whose delivery is uncertain (Redis went away mid-flush) is sent again one
+    message at a time, with kombu's retries: a chunk delivered twice runs once, the second
+    delivery finds its results stored."""
+    published = 0
+    try:
+        with app.producer_or_acquire() as producer, producer.batch(max_size=PUBLISH_BATCH):
+            for message in messages:
+                message.apply_async(producer=producer)
+                published += 1
+    except (BatchPublishError, redis.RedisError, OSError):
+        with app.producer_or_acquire() as producer:
+            for message in messages[max(0, published - PUBLISH_BATCH) :]:
+                message.apply_async(producer=producer)
 
 
 def cancel(store: Store, batch_id: str) -> str:

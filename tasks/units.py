@@ -22,7 +22,7 @@ from tasks.execute import (
     watch_for_shutdown,
 )
 from tasks.provenance import finished_provenance
-from tasks.settings import ArenaSettings
+from tasks.settings import ArenaSettings, current_settings
 from tasks.store import BatchInfo, Store
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import Unit, UnitResult
@@ -46,7 +46,7 @@ REAP_EVERY_S = 60.0  # how often a live worker looks for containers nobody will 
 def _reap_orphan_containers(**_: Any) -> None:
     """Sandbox and agent containers that a killed worker left behind go before this one takes
     units, and every minute while it runs (docs/sandbox.md). No engine: nothing to do."""
-    wanted = ArenaSettings().sandbox == "docker" or os.environ.get("DOCKER_HOST")
+    wanted = current_settings().sandbox == "docker" or os.environ.get("DOCKER_HOST")
     if not wanted and not os.path.exists("/var/run/docker.sock"):
         return
     if reap_containers():
@@ -83,7 +83,7 @@ def reap_containers() -> bool:
 @worker_process_init.connect
 def _on_worker_process_init(**_: Any) -> None:
     watch_for_shutdown()
-    limit_memory(ArenaSettings().unit_memory_mb)
+    limit_memory(current_settings().unit_memory_mb)
 
 
 @worker_process_shutdown.connect
@@ -92,35 +92,57 @@ def _on_worker_process_shutdown(pid: int | None = None, **_: Any) -> None:
         metrics.mark_process_dead(pid)  # its gauges leave the aggregate; counters stay
 
 
-@app.task(name="arena.run_chunk", acks_late=True, reject_on_worker_lost=True)
+@app.task(name="arena.run_chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
     """Run the chunk's units that have no stored result yet; each result is stored as it lands
     (retried through a Redis outage: the message is acknowledged only after). The last chunk
-    of a batch to finish starts the reducer, whatever happened to the chord."""
-    settings = ArenaSettings()
+    of a batch to finish starts the reducer.
+
+    Redis round trips: one to register the chunk (reading the batch's status and which units
+    are stored, counting the first unit's attempt), one per unit (its result, the next unit's
+    attempt), one to forget the chunk: a one-unit task pays three (docs/performance.md)."""
+    settings = current_settings()
     db = store(settings)
-    if db.status(batch_id) in (None, "cancelled"):
-        return 0
     parsed = [Unit.model_validate(u) for u in units]
-    done = db.stored_unit_ids(batch_id, [u.id for u in parsed], with_infra=True)
-    todo = [u for u in parsed if u.id not in done]
-    refusal = _refusal(parsed, settings)
-    queue = parsed[0].queue if parsed else "cpu"
+    if not parsed:
+        return 0
     ids = [u.id for u in parsed]
-    with liveness.heartbeat(db, batch_id, chunk_id, ids, queue, settings.heartbeat_s):
-        for unit in todo:
-            if db.status(batch_id) == "cancelled":
+    refusal = _refusal(parsed, settings)
+
+    def read(pipe: Any) -> None:
+        pipe.hget(db.k_batch(batch_id), "status")
+        pipe.hmget(db.k_units(batch_id), ids)
+        # The first unit's attempt, counted now: it is the one to run unless the chunk was
+        # delivered before (a stored unit's count is never read).
+        pipe.hincrby(db.k_attempts(batch_id), ids[0], 1)
+
+    all_stored = False
+    beat = liveness.heartbeat(db, batch_id, chunk_id, ids, parsed[0].queue, settings.heartbeat_s,
+                              read)  # fmt: skip
+    with beat as (status, present, attempts):
+        if status in (None, "cancelled"):
+            return 0
+        todo = [u for u, v in zip(parsed, present, strict=True) if v is None]
+        if todo and todo[0].id != ids[0]:
+            status, attempts = db.begin_unit(batch_id, todo[0].id)
+        for index, unit in enumerate(todo):
+            if status == "cancelled":
                 break
-            run = _run_or_refuse(db, batch_id, unit, refusal, settings.max_deliveries)
-            db.save_unit(batch_id, run.result, run.log)
-            metrics.UNITS.labels(unit.workload, unit.queue, run.result.status).inc()
-            metrics.UNIT_SECONDS.labels(unit.workload).observe(run.result.duration_s)
-            frames = run.result.result.get("emulator_frames")
-            if isinstance(frames, int) and frames > 0:
-                metrics.EMULATOR_FRAMES.labels(unit.workload).inc(frames)
-    if db.all_stored(batch_id):
+            run = _run_or_refuse(db, batch_id, unit, refusal, attempts, settings.max_deliveries)
+            following = todo[index + 1].id if index + 1 < len(todo) else None
+            status, all_stored, attempts = db.save_unit(batch_id, run.result, run.log, following)
+            _count(unit, run.result)
+    if all_stored or (not todo and db.all_stored(batch_id)):
         reduce_batch.delay(batch_id)
     return len(parsed)
+
+
+def _count(unit: Unit, result: UnitResult) -> None:
+    metrics.UNITS.labels(unit.workload, unit.queue, result.status).inc()
+    metrics.UNIT_SECONDS.labels(unit.workload).observe(result.duration_s)
+    frames = result.result.get("emulator_frames")
+    if isinstance(frames, int) and frames > 0:
+        metrics.EMULATOR_FRAMES.labels(unit.workload).inc(frames)
 
 
 def _record(db: Store, batch_id: str, run: UnitRun) -> None:
@@ -128,11 +150,10 @@ def _record(db: Store, batch_id: str, run: UnitRun) -> None:
 
 
 def _run_or_refuse(
-    db: Store, batch_id: str, unit: Unit, refusal: str | None, max_attempts: int
+    db: Store, batch_id: str, unit: Unit, refusal: str | None, attempts: int, max_attempts: int
 ) -> UnitRun:
     if refusal:
         return UnitRun(error_result(unit, refusal, kind="infrastructure"), "")
-    attempts = db.count_attempt(batch_id, unit.id)
     if attempts > max_attempts:
         # Its worker died every time it ran this unit: give up on the unit, not on the batch.
         reason = (
@@ -155,11 +176,13 @@ def _refusal(units: list[Unit], settings: ArenaSettings) -> str | None:
     return None
 
 
-@app.task(name="arena.reduce_batch", bind=True, acks_late=True, max_retries=None)
+@app.task(
+    name="arena.reduce_batch", bind=True, acks_late=True, max_retries=None, ignore_result=True
+)
 def reduce_batch(self: Task, batch_id: str, seen: int = -1, stalled_since: float = 0.0) -> str:
     """Scores from every stored unit result, leaderboard update, done mark — or `incomplete`
     when infrastructure kept units from running. One reducer at a time per batch."""
-    db, settings = store(), ArenaSettings()
+    db, settings = store(), current_settings()
     if db.status(batch_id) != "running":
         return db.status(batch_id) or "unknown"
     # The claim lapses lost_worker_s after its holder dies (the watchdog then starts another).
@@ -229,18 +252,24 @@ def _incomplete(db: Store, info: BatchInfo, infra: list[UnitResult]) -> str:
     return "incomplete"
 
 
-@app.task(name="arena.chord_error")
-def chord_error(task_id: str | None = None, *, batch_id: str) -> None:
-    """A chunk task failed outright (e.g. Celery's hard time limit): reduce what gets stored."""
+@app.task(name="arena.chunk_failed", ignore_result=True)
+def chunk_failed(task_id: str | None = None, *, batch_id: str) -> None:
+    """A chunk task failed outright (e.g. Celery's hard time limit): reduce what gets stored
+    (the reducer waits for the other chunks' results, then records the missing as lost)."""
     log.warning("batch %s: chunk task %s failed; reducing with error results", batch_id, task_id)
     reduce_batch.delay(batch_id)
 
 
 def chunk_signature(batch_id: str, chunk_id: str, units: list[Unit]) -> Signature:
+    """A chunk's message. No Celery result is stored for it (the unit results are Arena's
+    own), and its repr in the message is given: Celery's saferepr of the units' payload was a
+    fifth of the submitting process's time (docs/performance.md)."""
     soft, hard = chunk_time_limits(units)
     return run_chunk.signature(
         (batch_id, chunk_id, [u.model_dump() for u in units]),
         queue=units[0].queue, soft_time_limit=soft, time_limit=hard,
+        link_error=chunk_failed.s(batch_id=batch_id),
+        argsrepr=f"({batch_id!r}, {chunk_id!r}, <{len(units)} units>)", kwargsrepr="{}",
     )  # fmt: skip
 
 
@@ -265,7 +294,7 @@ def requeue_units(batch_id: str, unit_ids: list[str]) -> None:
         plan[chunk_id] = [u.id for u in chunk]
         # Nothing waits on its result: no subscription to it (this runs in a worker's main
         # process, whose result subscriptions do not survive a Redis restart).
-        chunk_signature(batch_id, chunk_id, chunk).apply_async(ignore_result=True)
+        chunk_signature(batch_id, chunk_id, chunk).apply_async()
     liveness.record_plan(db, batch_id, plan)
 
 
@@ -285,7 +314,7 @@ def restore_delivery(tag: str) -> None:
 def _start_watchdog(**_: Any) -> None:
     if _engine_answered.is_set():
         threading.Thread(target=keep_reaping, name="arena-reaper", daemon=True).start()
-    settings = ArenaSettings()
+    settings = current_settings()
     watchdog.start_watchdog(
         store(settings), settings.lost_worker_s,
         watchdog.Actions(restore_delivery, requeue_units, start_reducer),

@@ -322,3 +322,29 @@ def test_an_http_agent_that_never_answers_costs_seconds(tmp_path: Path):
     assert took < 40
     figure("an HTTP agent that never answers (0.2 s per move)", took,
            "every match set forfeit, benchmark ends")  # fmt: skip
+
+
+def test_a_chunk_task_that_fails_outright_starts_the_reducer(
+    cluster_env, db, workers, write_spec, tmp_path: Path
+):
+    """No chord waits on the chunks: a chunk task that fails as a whole (Celery's hard time
+    limit does this) starts the reducer through its error callback."""
+    from tasks.app import configure
+    from tasks.settings import ArenaSettings
+    from tasks.units import chunk_signature
+
+    spec = bandit_spec(protocol={"episodes": 2, "seed": 8})
+    batch_id = submit(cluster_env, write_spec, spec)  # no worker yet: the messages wait
+    db.r.delete("cpu")  # the batch's own chunk messages: gone
+    configure(ArenaSettings(redis_url=cluster_env["ARENA_REDIS_URL"]))
+    unit = get_workload("bandit").expand(validate_batch(spec))[0]
+    broken = chunk_signature(batch_id, "broken", [unit])  # its options: the error callback
+    broken.args = (batch_id, "broken", [{"not": "a unit"}])  # run_chunk raises on this
+    broken.apply_async()
+    workers.start(cluster_env, concurrency=1)
+    log, deadline = tmp_path / "worker.log", time.monotonic() + 60
+    while f"batch {batch_id}: chunk task" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
+    assert "reducing with error results" in log.read_text()
+    assert db.status(batch_id) == "running"  # the reducer waits for units no chunk will store

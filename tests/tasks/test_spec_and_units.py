@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tasks.execute import _Shutdown, deadline, execute_unit
-from tasks.settings import ArenaSettings, celery_url
+from tasks.settings import ArenaSettings, celery_url, current_settings
 from tasks.spec import derive_seed
 from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch, workloads
@@ -106,6 +106,18 @@ def test_settings_read_the_arena_prefix(monkeypatch):
     assert (settings.redis_url, settings.workers) == ("redis://127.0.0.1:6390/2", 3)
     assert celery_url("unix:///tmp/r.sock") == "redis+socket:///tmp/r.sock"
     assert celery_url("redis://h:1/0") == "redis://h:1/0"
+
+
+def test_the_cached_settings_follow_the_environment(monkeypatch):
+    """Workers parse their settings once, not per chunk; a changed variable is still seen."""
+    monkeypatch.setenv("ARENA_MAX_DELIVERIES", "5")
+    first = current_settings()
+    assert first.max_deliveries == 5 and current_settings() == first
+    first.max_deliveries = 9  # a caller's copy: the cached one is not changed through it
+    assert current_settings().max_deliveries == 5
+    monkeypatch.setenv("arena_max_deliveries", "7")  # pydantic-settings ignores the case
+    monkeypatch.delenv("ARENA_MAX_DELIVERIES")
+    assert current_settings().max_deliveries == ArenaSettings().max_deliveries == 7
 
 
 def test_deadline_interrupts_a_stuck_unit():
