@@ -11,8 +11,9 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 import psutil
@@ -163,31 +164,43 @@ def table(rows: list[Row], baseline: float, workers: int) -> Table:
     return out
 
 
-def scale_table(rows: list[Row]) -> Table:
-    first = rows[0]
+def scale_table(runs: dict[int, list[tuple[Row, float]]]) -> Table:
+    """One row per size: medians over its runs (sizes alternate, so load hits them alike)."""
     out = Table(title="How batch time grows with the number of units (workload's chunk size)")
-    for name in ("units", "wall s", "units/s", "× time", "× units", "CPU ms/unit", "submit s",
-                 "reduce s", "reduce share"):  # fmt: skip
+    for name in ("units", "runs", "wall s (median)", "all runs", "units/s", "× time", "× units",
+                 "CPU ms/unit", "validate s", "submit s", "reduce s", "reduce share"):  # fmt: skip
         out.add_column(name, justify="right")
-    for r in rows:
+    first = median(r.wall_s for r, _ in next(iter(runs.values())))
+    smallest = min(runs)
+    for units, rows in runs.items():
+        wall = median(r.wall_s for r, _ in rows)
+        reduce_s = median(r.reduce_s or 0 for r, _ in rows)
         out.add_row(
-            f"{r.units:,}", f"{r.wall_s:.2f}", f"{r.units / r.wall_s:,.0f}",
-            f"{r.wall_s / first.wall_s:.2f}", f"{r.units / first.units:g}",
-            f"{r.cpu_ms or 0:.2f}", f"{r.submit_s or 0:.2f}", f"{r.reduce_s or 0:.2f}",
-            f"{(r.reduce_s or 0) / r.wall_s:.0%}",
+            f"{units:,}", str(len(rows)), f"{wall:.2f}",
+            " ".join(f"{r.wall_s:.1f}" for r, _ in rows), f"{units / wall:,.0f}",
+            f"{wall / first:.2f}", f"{units / smallest:g}",
+            f"{median(r.cpu_ms or 0 for r, _ in rows):.2f}",
+            f"{median(v for _, v in rows):.2f}", f"{median(r.submit_s or 0 for r, _ in rows):.2f}",
+            f"{reduce_s:.2f}", f"{reduce_s / wall:.0%}",
         )  # fmt: skip
     return out
 
 
-def run_scale(store: Store, pool: subprocess.Popen[bytes], sizes: list[int], seed: int) -> None:
+def run_scale(
+    store: Store, pool: subprocess.Popen[bytes], sizes: list[int], repeat: int, seeds: Iterator[int]
+) -> None:
     chunk = get_workload("bandit").chunk_size
-    rows = []
-    for offset, units in enumerate(sizes):
-        batch = make_batch(units, seed + offset)
-        rows.append(through_cluster(store, batch, chunk, pool, timeout_s=1800))
-        board = check_board(store, batch)
-        console.print(f"{units:,} units: {rows[-1].wall_s:.2f}s; board: {board}")
-    console.print(scale_table(rows))
+    runs: dict[int, list[tuple[Row, float]]] = {units: [] for units in sizes}
+    for _ in range(repeat):
+        for units in sizes:
+            started = time.perf_counter()
+            batch = make_batch(units, next(seeds))  # the spec validated, agents fingerprinted
+            validate_s = time.perf_counter() - started
+            row = through_cluster(store, batch, chunk, pool, timeout_s=1800)
+            runs[units].append((row, validate_s))
+            board = check_board(store, batch)
+            console.print(f"{units:,} units: {row.wall_s:.2f}s; board: {board}")
+    console.print(scale_table(runs))
 
 
 def main() -> None:
@@ -195,6 +208,10 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=2000, help="units per run (default 2000)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each mode (default 1)")
+    parser.add_argument(
+        "--fsync", default="always", metavar="POLICY,...", help="Redis appendfsync policies to "
+        "run side by side (default always, what Arena runs; e.g. always,everysec)",
+    )  # fmt: skip
     parser.add_argument(
         "--scale", metavar="N,N,...", help="instead: one chunked batch of each size, e.g. "
         "1000,10000, and how its time grows; each board's counts are checked",
@@ -206,6 +223,9 @@ def main() -> None:
         sizes = [int(n) for n in args.scale.split(",")] if args.scale else []
     except ValueError:
         parser.error("--scale takes sizes separated by commas, e.g. 1000,10000")
+    policies = args.fsync.split(",")
+    if not set(policies) <= {"always", "everysec", "no"}:
+        parser.error("--fsync: policies are always, everysec and no")
     if any(n < len(AGENTS) for n in sizes):
         parser.error(f"--scale: every size must be at least {len(AGENTS)} (one episode each)")
 
@@ -217,12 +237,17 @@ def main() -> None:
         warm = through_cluster(store, make_batch(20 * args.workers, next(seeds)), 1, pool, 120)
         console.print(f"workers ready; warm-up batch took {warm.wall_s:.2f}s")
         if sizes:
-            run_scale(store, pool, sizes, next(seeds))
+            run_scale(store, pool, sizes, args.repeat, seeds)
             return
         for _ in range(args.repeat):
-            for size in dict.fromkeys((chunk, 1)):
-                rows.append(through_cluster(store, make_batch(args.units, next(seeds)), size,
-                                            pool))  # fmt: skip
+            for policy in policies:
+                store.r.config_set("appendfsync", policy)
+                for size in dict.fromkeys((chunk, 1)):
+                    row = through_cluster(store, make_batch(args.units, next(seeds)), size, pool)
+                    if policies != ["always"]:
+                        row.mode += f", fsync {policy}"
+                    rows.append(row)
+            store.r.config_set("appendfsync", "always")
 
     baseline = min(r.wall_s for r in rows if r.submit_s is None)
     console.print(table(rows, baseline, args.workers))
