@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from arena import cluster_cmd, page
+from arena import page
 from arena.api_models import (
     SPEC_MODEL,
     BatchDetail,
@@ -35,13 +35,14 @@ from arena.api_models import (
 )
 from arena.batch_cmds import check_run_id, stored_report
 from arena.race_cmd import merge_winner, race_info, results_payload
+from arena.tables import ranked
 from tasks.metrics import QueueDepth
 from tasks.records import FINISHED, BatchInfo
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import MAX_SPEC_BYTES
 from tasks.store import Store
 from tasks.validation import InputError, RunFailed
-from tasks.workloads import validate_batch
+from tasks.workloads import get_workload, validate_batch
 
 TOKENS_SETTING = "ARENA_API_TOKENS"
 RECENT_BATCHES = 20  # batches whose unit counts /metrics shows
@@ -210,6 +211,16 @@ def submit_route(app: FastAPI, api: Api, token: Any) -> None:
             raise HTTPException(409, str(exc).replace("--fresh", "fresh")) from None
 
 
+def board_rows(db: Store, name: str) -> list[dict[str, Any]]:
+    """The rows `arena leaderboard NAME --json` prints (cluster_cmd.leaderboard_table), without
+    what only the terminal needs: the rich table, the rubric's text, and the whole record of
+    the batch (its entries and their provenance), read there for its workload's name alone."""
+    rows = db.leaderboard(name)
+    workload = db.r.hget(db.k_batch(rows[0].batch), "workload") if rows else None
+    ordered = ranked(rows, get_workload(workload) if workload else None)
+    return [{"rank": rank, **row.model_dump()} for rank, row in enumerate(ordered, start=1)]
+
+
 def board_routes(app: FastAPI, api: Api) -> None:
     def known(name: str) -> None:
         if name not in api.db.leaderboard_names():
@@ -225,8 +236,7 @@ def board_routes(app: FastAPI, api: Api) -> None:
     def leaderboard(name: str) -> Leaderboard:
         """A board's rows in rank order (`arena leaderboard NAME --json`)."""
         known(name)
-        _, payload = cluster_cmd.leaderboard_table(api.db, name)
-        return Leaderboard(name=name, entries=payload)
+        return Leaderboard(name=name, entries=board_rows(api.db, name))
 
     @app.get("/leaderboards/{name}/history/{agent}", response_model=History,
              tags=["leaderboards"], responses=error_responses(404))  # fmt: skip
