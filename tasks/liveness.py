@@ -42,31 +42,46 @@ def k_beats(db: Store, batch_id: str) -> str:
     return f"{db.k_batch(batch_id)}:beats"
 
 
+class Beat:
+    """A registered chunk: the replies read when it was registered, and a way to forget it in
+    the round trip that stores its last result instead of one of its own."""
+
+    def __init__(self, db: Store, batch_id: str, chunk_id: str, replies: list[Any]) -> None:
+        self.db, self.batch_id, self.chunk_id, self.replies = db, batch_id, chunk_id, replies
+        self.forgotten = False
+
+    def forget_in(self, pipe: Any) -> None:
+        """Add the commands that forget the chunk to `pipe`; after it ran, set `forgotten`."""
+        _BEATER.discard((self.batch_id, self.chunk_id))  # no beat lands after the forgetting
+        pipe.hdel(k_chunks(self.db, self.batch_id), self.chunk_id)
+        pipe.hdel(k_beats(self.db, self.batch_id), self.chunk_id)
+
+
 @contextmanager
 def heartbeat(
     db: Store, batch_id: str, chunk_id: str, unit_ids: list[str], queue: str, every_s: float,
     read: Callable[[Any], None] | None = None,
-) -> Iterator[list[Any]]:  # fmt: skip
+) -> Iterator[Beat]:  # fmt: skip
     """Beat every `every_s` seconds while the block runs; the chunk is forgotten after it.
     `read(pipeline)` adds commands to the round trip that registers the chunk; their replies
-    are what the block gets (a worker reads the batch's status and stored units with it)."""
+    are the Beat's `replies` (a worker reads the batch's status and stored units with it)."""
     info = {"units": unit_ids, "queue": queue, "worker": f"{host_name()}:{os.getpid()}"}
     with db.r.pipeline(transaction=False) as pipe:
         pipe.hset(k_chunks(db, batch_id), chunk_id, json.dumps(info))
         pipe.hset(k_beats(db, batch_id), chunk_id, time.time())
         if read is not None:
             read(pipe)
-        replies = pipe.execute()[2:]
+        beat = Beat(db, batch_id, chunk_id, pipe.execute()[2:])
     key = (batch_id, chunk_id)
     _BEATER.add(key, lambda: db.r.hset(k_beats(db, batch_id), chunk_id, time.time()), every_s)
     try:
-        yield replies
+        yield beat
     finally:
         _BEATER.discard(key)
-        with db.r.pipeline(transaction=False) as pipe:
-            pipe.hdel(k_chunks(db, batch_id), chunk_id)
-            pipe.hdel(k_beats(db, batch_id), chunk_id)
-            pipe.execute()
+        if not beat.forgotten:
+            with db.r.pipeline(transaction=False) as pipe:
+                beat.forget_in(pipe)
+                pipe.execute()
 
 
 class _Beater:
@@ -94,14 +109,15 @@ class _Beater:
     def _loop(self) -> None:
         while True:
             self.wake.clear()  # an add() from here on wakes the wait below
+            # Beats run under the lock: discard() returns only once no beat of its chunk is
+            # in flight, so none lands after the chunk is forgotten.
             with self.lock:
                 due = [(k, b, e) for k, (b, e, at) in self.beats.items() if at <= time.monotonic()]
                 for key, beat, every_s in due:
                     self.beats[key] = (beat, every_s, time.monotonic() + every_s)
+                    with suppress(redis.RedisError):
+                        beat()
                 pending = [at for _, _, at in self.beats.values()]
-            for _, beat, _ in due:
-                with suppress(redis.RedisError):
-                    beat()
             self.wake.wait(max(0.0, min(pending, default=time.monotonic() + 60) - time.monotonic()))
 
 

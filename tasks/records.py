@@ -41,6 +41,9 @@ class BatchInfo(BaseModel):
 
 
 class LeaderboardRow(BaseModel):
+    # Frozen: a Store hands the same rows to every read of an unchanged board (Store.leaderboard).
+    model_config = ConfigDict(frozen=True)
+
     agent: str
     score: float
     stats: dict[str, Any]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import redis
@@ -49,6 +50,10 @@ class Store:
         # redis-py's return types are unions of bytes/str/awaitables; ours are str, so: Any.
         self.r: Any = client
         self.p = prefix
+        # Board name -> (its version, its rows): a board changes only when a batch publishes
+        # to it, which moves its version (_publish), so a read that finds the version it cached
+        # costs one GET (`arena api` reads the same boards over and over).
+        self._boards: dict[str, tuple[str, list[LeaderboardRow]]] = {}
 
     # -- keys -----------------------------------------------------------------------------
     def k_batch(self, batch_id: str) -> str:
@@ -208,11 +213,13 @@ class Store:
         return {u for u, v in zip(unit_ids, present, strict=True) if v is not None} - set(infra)
 
     def save_unit(
-        self, batch_id: str, result: UnitResult, log: str = "", next_unit: str | None = None
-    ) -> SaveReply:
+        self, batch_id: str, result: UnitResult, log: str = "", next_unit: str | None = None,
+        also: Callable[[Any], None] | None = None,
+    ) -> SaveReply:  # fmt: skip
         """Store a unit's result; in the same round trip, read the batch's status and progress
         and count an attempt of `next_unit` (the one the worker starts next), so a chunk costs
-        one Redis round trip per unit (docs/performance.md)."""
+        one Redis round trip per unit (docs/performance.md). `also(pipeline)` adds commands
+        that run after these (a chunk forgets itself with its last result)."""
         # Keyed by unit id: a redelivered unit overwrites its own result, never adds one; the
         # set of failed unit ids follows the latest result, so error counts stay exact too.
         with self.r.pipeline(transaction=True) as pipe:
@@ -234,6 +241,8 @@ class Store:
             pipe.hget(self.k_batch(batch_id), "total")
             if next_unit is not None:
                 pipe.hincrby(self.k_attempts(batch_id), next_unit, 1)
+            if also is not None:
+                also(pipe)
             replies = pipe.execute()
         status, stored, total = replies[4:7]
         attempts = int(replies[7]) if next_unit is not None else 0
@@ -347,6 +356,9 @@ class Store:
         lb = self.k_lb(board)
         pipe.set(f"{lb}:protocol", protocol)
         pipe.sadd(f"{self.p}leaderboards", board)
+        # A new version in the same MULTI/EXEC: rows a Store kept of the board are stale. A
+        # random token, never a counter: a board deleted and filled again cannot repeat one.
+        pipe.set(f"{lb}:version", uuid.uuid4().hex)
         for entry in entries:
             row_provenance = {
                 **entry_provenance.get(entry.agent, {}),
@@ -364,12 +376,21 @@ class Store:
                 },
             )
 
-    def leaderboard(self, name: str) -> list[LeaderboardRow]:
-        agents: list[str] = self.r.zrevrange(self.k_lb(name), 0, -1)
-        with self.r.pipeline() as pipe:
+    def leaderboard(self, name: str, limit: int | None = None) -> list[LeaderboardRow]:
+        """The board's rows, best score first (the first `limit` of them). Rows are kept per
+        Store until the board's version moves (a batch published to it): a repeated read costs
+        one GET (docs/performance.md); their stats and provenance must not be modified."""
+        lb = self.k_lb(name)
+        version: str | None = self.r.get(f"{lb}:version")
+        cached = self._boards.get(name)
+        if version is not None and cached is not None and cached[0] == version:
+            return cached[1][:limit]
+        agents: list[str] = self.r.zrevrange(lb, 0, -1 if limit is None else limit - 1)
+        with self.r.pipeline() as pipe:  # MULTI/EXEC: the rows and the version they belong to
+            pipe.get(f"{lb}:version")
             for agent in agents:
-                pipe.hgetall(f"{self.k_lb(name)}:entry:{agent}")
-            entries = pipe.execute()
+                pipe.hgetall(f"{lb}:entry:{agent}")
+            read_version, *entries = pipe.execute()
         rows = []
         for agent, raw in zip(agents, entries, strict=True):
             data = dict(raw)
@@ -383,7 +404,11 @@ class Store:
                     provenance=json.loads(data.get("provenance", "{}")),
                 )
             )
-        return rows
+        # Unchanged since the first GET: no batch published in between, so `agents` and the
+        # rows are that version's.
+        if version is not None and read_version == version and limit is None:
+            self._boards[name] = (version, rows)
+        return rows[:limit]
 
     def leaderboard_names(self) -> list[str]:
         return sorted(self.r.smembers(f"{self.p}leaderboards"))

@@ -99,8 +99,9 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
     of a batch to finish starts the reducer.
 
     Redis round trips: one to register the chunk (reading the batch's status and which units
-    are stored, counting the first unit's attempt), one per unit (its result, the next unit's
-    attempt), one to forget the chunk: a one-unit task pays three (docs/performance.md)."""
+    are stored, counting the first unit's attempt), one per unit (its result and the next
+    unit's attempt, or with the last, forgetting the chunk): a one-unit task pays two
+    (docs/performance.md)."""
     settings = current_settings()
     db = store(settings)
     parsed = [Unit.model_validate(u) for u in units]
@@ -119,7 +120,8 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
     all_stored = False
     beat = liveness.heartbeat(db, batch_id, chunk_id, ids, parsed[0].queue, settings.heartbeat_s,
                               read)  # fmt: skip
-    with beat as (status, present, attempts):
+    with beat as registered:
+        status, present, attempts = registered.replies
         if status in (None, "cancelled"):
             return 0
         todo = [u for u, v in zip(parsed, present, strict=True) if v is None]
@@ -130,7 +132,11 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
                 break
             run = _run_or_refuse(db, batch_id, unit, refusal, attempts, settings.max_deliveries)
             following = todo[index + 1].id if index + 1 < len(todo) else None
-            status, all_stored, attempts = db.save_unit(batch_id, run.result, run.log, following)
+            forget = registered.forget_in if following is None else None
+            status, all_stored, attempts = db.save_unit(
+                batch_id, run.result, run.log, following, also=forget
+            )
+            registered.forgotten = forget is not None
             _count(unit, run.result)
     if all_stored or (not todo and db.all_stored(batch_id)):
         reduce_batch.delay(batch_id)
