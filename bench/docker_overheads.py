@@ -1,12 +1,16 @@
 """What Docker costs Arena, measured side by side in one run on one engine (DOCKER_HOST):
 
 1. a race command: the bare command, through the local sandbox, through the Docker sandbox
-   (a container per command: create, start, wait, remove);
-2. a Mario agent: steps/s of the same agent in the worker's process and as an image (its own
+   (`run`: a session of one command, its own container: create, start, exec, remove);
+2. a race check's three commands (build, tests, lint; `true` each, so that only the sandbox's
+   cost shows): bare, through a local sandbox session, through a Docker sandbox session (one
+   container for the check, each command `exec`ed in it), with the Docker session's parts;
+3. a Mario agent: steps/s of the same agent in the worker's process and as an image (its own
    container, the contract over a unix socket), alternating episodes on World 1-1.
 
-Needs the engine and arena-worker-cpu:latest (scripts/build-images). About a minute on 2 cores.
-    .venv/bin/python bench/docker_overheads.py [--commands 20] [--episodes 5]
+Needs the engine and arena-worker-cpu:latest (scripts/build-images). About a minute on 2 cores;
+`--episodes 0` leaves out the agent part.
+    .venv/bin/python bench/docker_overheads.py [--commands 20] [--checks 20] [--episodes 5]
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from workers.agent_image import image_agent
@@ -28,6 +33,7 @@ from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.local import LocalSandbox
 
 IMAGE = "arena-worker-cpu:latest"
+CHECK = ("true", "true", "true")  # a check's build, tests and lint: the sandbox's cost alone
 AGENT = """
 class PixelAgent:  # reads the frame and the info every step, as a real agent would
     def reset(self, *, seed, **context):
@@ -65,8 +71,57 @@ def command_overheads(count: int, folder: Path) -> None:
     for name, median in medians.items():
         print(f"  {name:16} {median * 1000:8.1f} ms")
     extra = medians["docker sandbox"] - medians["local sandbox"]
-    print(f"  docker over local: +{extra * 1000:.1f} ms a command; a check's three commands "
-          f"+{3 * extra:.2f} s")  # fmt: skip
+    print(f"  docker over local: +{extra * 1000:.1f} ms a command (its own container)")
+
+
+def check_overheads(count: int, folder: Path) -> None:
+    """A check's three commands, as run_check runs them: in one session of the sandbox."""
+    parts: dict[str, list[float]] = {"first": [], "next": [], "close": []}
+
+    def bare() -> None:
+        for command in CHECK:
+            subprocess.run(["sh", "-c", command], check=True)
+
+    def local_check() -> None:
+        with local.session(folder, budget_s=90) as session:
+            for command in CHECK:
+                session.run(command, 30)
+
+    def docker_check() -> None:
+        mark = time.perf_counter()
+        session = docker.session(folder, budget_s=90)
+        try:
+            for index, command in enumerate(CHECK):
+                done = session.run(command, 30)
+                assert done.exit_code == 0, done
+                now = time.perf_counter()
+                parts["first" if index == 0 else "next"].append(now - mark)
+                mark = now
+        finally:
+            session.close()
+            parts["close"].append(time.perf_counter() - mark)
+
+    local, docker = LocalSandbox(), DockerSandbox(IMAGE)
+    runs: dict[str, Callable[[], None]] = {
+        "bare sh -c": bare, "local sandbox": local_check, "docker sandbox": docker_check,
+    }  # fmt: skip
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(count):  # alternated, as above
+        for name, run in runs.items():
+            started = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - started)
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    first, after, close = (statistics.median(parts[p]) * 1000 for p in ("first", "next", "close"))
+    print(f"race check of {len(CHECK)} commands (`true` each), one session, medians of {count}:")
+    for name, median in medians.items():
+        print(f"  {name:16} {median * 1000:8.1f} ms")
+    print(f"  docker session's parts: first command {first:.1f} ms (create, start, exec), "
+          f"each next {after:.1f} ms (exec), close {close:.1f} ms (remove)")  # fmt: skip
+    docker_s = medians["docker sandbox"]
+    print(f"  docker overhead a check: +{(docker_s - medians['bare sh -c']) * 1000:.0f} ms over "
+          f"bare, +{(docker_s - medians['local sandbox']) * 1000:.0f} ms over local "
+          "(issue 13's target: at most 500 ms)")  # fmt: skip
 
 
 def agent_overheads(episodes: int, folder: Path) -> None:
@@ -104,13 +159,18 @@ def agent_overheads(episodes: int, folder: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=20)
+    parser.add_argument("--checks", type=int, default=20)
     parser.add_argument("--episodes", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as folder:
         (Path(folder) / "work").mkdir()
-        command_overheads(args.commands, Path(folder) / "work")
-        (Path(folder) / "agent").mkdir()
-        agent_overheads(args.episodes, Path(folder) / "agent")
+        if args.commands:
+            command_overheads(args.commands, Path(folder) / "work")
+        if args.checks:
+            check_overheads(args.checks, Path(folder) / "work")
+        if args.episodes:
+            (Path(folder) / "agent").mkdir()
+            agent_overheads(args.episodes, Path(folder) / "agent")
 
 
 if __name__ == "__main__":

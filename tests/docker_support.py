@@ -78,7 +78,7 @@ def require_current_worker_image() -> str:
 def arena_containers(client: Any, not_of_pid: int | None = None) -> list[str]:
     """Every container Arena labelled, running or not (its name, kind and creation time), but
     those of the process `not_of_pid` (a test's own, which its own checks account for)."""
-    found = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+    found = client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True)
     return sorted(
         f"{c.name} ({c.labels.get('arena.kind')}, created {c.attrs.get('Created')})"
         for c in found

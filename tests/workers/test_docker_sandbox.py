@@ -6,6 +6,7 @@ under CI=true (tests/docker_support.py)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import signal
@@ -82,10 +83,19 @@ def image(docker_engine: Any) -> str:
 @pytest.fixture
 def no_leftovers(docker_engine: Any) -> Iterator[None]:
     """After the test, no Arena container this process started is left (others' containers,
-    being removed meanwhile by tests before this one, are not this test's)."""
+    being removed meanwhile by tests before this one, are not this test's). A closed session's
+    container is removed by the engine a moment after `close` returns: given 5 s."""
     mine = {"label": [f"{LABEL}=1", f"{LABEL_PID}={os.getpid()}"]}
     yield
-    assert [c.name for c in docker_engine.containers.list(all=True, filters=mine)] == []
+    deadline = time.monotonic() + 5
+    while (
+        docker_engine.containers.list(all=True, filters=mine, ignore_removed=True)
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    assert [
+        c.name for c in docker_engine.containers.list(all=True, filters=mine, ignore_removed=True)
+    ] == []
 
 
 @pytest.fixture
@@ -274,6 +284,202 @@ def test_the_deadline_kills(sandbox, docker_workdir: Path):
     assert (result.exit_code, result.timed_out) == (0, False) and result.duration_s < 5
 
 
+# Every process the command sees, one line each: its pid, whether its uid is the command's own,
+# and its command line.
+PROCESSES = (
+    "for p in /proc/[0-9]*; do [ -O $p ] && m=mine || m=other; "
+    "printf '%s %s ' ${p#/proc/} $m; tr '\\0' ' ' < $p/cmdline; echo; done"
+)
+# Leaves a `sleep 300` that double-forked into a new session; returns once it wrote its pid.
+ESCAPE = """\
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sh", ["sh", "-c", "echo $$ > escaped.pid; exec sleep 300"])
+    os._exit(0)
+while not os.path.exists("escaped.pid"):
+    time.sleep(0.01)
+"""
+
+
+def processes(output: str) -> list[list[str]]:
+    """PROCESSES' lines as [pid, "mine" or "other", argv...]."""
+    return [
+        line.split() for line in output.splitlines() if line.split()[1:2] in (["mine"], ["other"])
+    ]
+
+
+def test_a_session_runs_its_commands_in_one_container(sandbox, docker_engine, docker_workdir):
+    """A check's commands share one container, labelled for the session's budget: the work
+    dir and /tmp carry over, the environment is each command's own."""
+    mine = {"label": [f"{LABEL}=1", f"{LABEL_PID}={os.getpid()}"]}
+    started = time.time()
+    with sandbox.session(docker_workdir, budget_s=90) as session:
+        first = session.run("echo built > built.txt; echo kept > /tmp/cache; echo $ONLY", 30,
+                            env={"ONLY": "first"})  # fmt: skip
+        container = session.container
+        second = session.run("cat built.txt /tmp/cache; echo ${ONLY:-unset}; id -u", 30)
+        third = session.run(PROCESSES, 30)
+        assert session.container is container
+        (listed,) = docker_engine.containers.list(all=True, filters=mine, ignore_removed=True)
+        assert listed.id == container.id
+    assert (first.exit_code, first.output) == (0, "first\n"), first
+    assert second.output == f"built\nkept\nunset\n{os.getuid()}\n", second
+    # The init and the keeper (`sleep` until the label's deadline) run as another uid.
+    others = [line[2:] for line in processes(third.output) if line[1] == "other"]
+    assert [argv[0].rsplit("/", 1)[-1] for argv in others] == ["docker-init", "sleep"], others
+    deadline = float(listed.labels[LABEL_DEADLINE])
+    assert started + 90 + 40 - 1 <= deadline <= time.time() + 90 + 40 + 1
+    assert abs(float(others[1][1]) - (deadline - started)) < 5
+    with pytest.raises(RuntimeError, match="closed"):
+        session.run("true", 30)
+
+
+def test_a_command_leaves_nothing_running_for_the_next(sandbox, docker_workdir: Path):
+    (docker_workdir / "escape.py").write_text(ESCAPE)
+    with sandbox.session(docker_workdir, budget_s=90) as session:
+        left = session.run("sleep 300 & python3 escape.py; echo left", 30)
+        assert (left.exit_code, left.output) == (0, "left\n") and left.duration_s < 5, left
+        seen = session.run(PROCESSES, 30)
+    argvs = [" ".join(line[2:]) for line in processes(seen.output)]
+    assert not [argv for argv in argvs if argv.startswith("sleep 300")], seen.output
+    # Only the init, the keeper and this command's own shells and `tr` remain.
+    assert len([line for line in processes(seen.output) if line[1] == "mine"]) <= 4, seen.output
+
+
+def test_commands_in_a_session_are_confined_as_before(sandbox, docker_workdir: Path):
+    """An exec'd command gets the container's confinement (capabilities, no-new-privileges,
+    seccomp, ulimits, cgroup) and cannot end the container's init or keeper."""
+    limits = SandboxLimits(open_files=123, processes=40)
+    status = "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status"
+    with sandbox.session(docker_workdir, limits, budget_s=90) as session:
+        confined = session.run(f"{status}; ulimit -c; ulimit -n; cat /sys/fs/cgroup/pids/pids.max "
+                               "2>/dev/null || cat /sys/fs/cgroup/pids.max", 30)  # fmt: skip
+        container = session.container
+        others = [line[0] for line in processes(session.run(PROCESSES, 30).output)
+                  if line[1] == "other"]  # fmt: skip
+        kills = " ".join(
+            f"kill -9 {pid} && echo killed {pid} || echo refused {pid};" for pid in others
+        )
+        refused = session.run(kills, 30)
+        after = session.run("echo still", 30)
+        assert session.container is container  # its init and keeper live on
+    fields = dict(line.split(":\t") for line in confined.output.splitlines()[:4])
+    assert fields == {"CapEff": "0000000000000000", "CapBnd": "0000000000000000",
+                      "NoNewPrivs": "1", "Seccomp": "2"}, confined.output  # fmt: skip
+    assert confined.output.splitlines()[4:] == ["0", "123", "40"]
+    assert "killed" not in refused.output and refused.output.count("refused") == 2, refused
+    assert after.output == "still\n"
+
+
+def test_a_memory_hog_or_a_fork_loop_does_not_break_the_next_command(sandbox, docker_workdir):
+    (docker_workdir / "forks.py").write_text(FORK_LOOP)
+    limits = SandboxLimits(memory_mb=64, processes=50)
+    with sandbox.session(docker_workdir, limits, budget_s=200) as session:
+        forks = [session.run("python3 forks.py", 20) for _ in range(2)]
+        container = session.container
+        hog = session.run("python3 -c 'x = bytearray(1 << 30)' || true", 30)
+        assert session.container is None  # the OOM killer may have chosen more: a fresh one
+        after = session.run("python3 forks.py", 20)
+        assert session.container is not container
+    for done in [*forks, after]:  # the children of the one before were killed: room for as many
+        assert done.exit_code == 0 and 30 < int(done.output.split()[3]) < 50, done
+    assert (hog.exit_code, hog.error) == (137, "killed: out of memory (limit 64 MiB)"), hog
+
+
+def test_out_of_memory_where_the_wrapper_cannot_report_it(sandbox, docker_workdir: Path):
+    """The OOM kill is still told when the command then runs into its deadline, or kills the
+    script that would have reported it: the container's count is read before it goes."""
+    hog = "python3 -c 'x = bytearray(1 << 30)'"
+    with sandbox.session(docker_workdir, SandboxLimits(memory_mb=64), budget_s=90) as session:
+        late = session.run(f"{hog}; sleep 300", 3)
+        rogue = session.run(f"{hog}; kill -9 $PPID; sleep 1", 30)
+        plain = session.run("kill -9 $PPID; sleep 1", 30)
+    assert (late.timed_out, late.exit_code) == (True, 137), late
+    assert late.error == "killed: out of memory (limit 64 MiB)"
+    assert (rogue.timed_out, rogue.exit_code, rogue.error) == (
+        False, 137, "killed: out of memory (limit 64 MiB)",
+    ), rogue  # fmt: skip
+    assert (plain.exit_code, plain.error) == (137, None), plain
+
+
+def test_the_deadline_in_a_session_and_the_command_after_it(sandbox, docker_workdir: Path):
+    with sandbox.session(docker_workdir, budget_s=90) as session:
+        session.run("true", 30)
+        first = session.container
+        late = session.run("echo started; sleep 300", 1.5)
+        after = session.run("echo after; " + PROCESSES, 30)
+        assert session.container is not first  # the timeout took the container with it
+    assert (late.timed_out, late.exit_code, late.output) == (True, 137, "started\n"), late
+    assert 1.5 <= late.duration_s < 1.5 + 3
+    assert after.exit_code == 0 and after.output.startswith("after\n")
+    assert "sleep 300" not in after.output
+
+
+def test_a_command_that_kills_its_wrapper(sandbox, docker_workdir: Path):
+    """What a command leaves once it killed the script that would have ended it goes with
+    the container; the next command runs in a fresh one."""
+    with sandbox.session(docker_workdir, budget_s=90) as session:
+        session.run("true", 30)
+        first = session.container
+        rogue = session.run("sleep 300 & kill -9 $PPID; sleep 1", 30)
+        after = session.run(PROCESSES, 30)
+        assert session.container is not first
+    assert (rogue.exit_code, rogue.timed_out, rogue.error) == (137, False, None), rogue
+    assert "sleep 300" not in after.output
+
+
+def test_a_command_longer_than_the_budget_gets_a_container_labelled_for_it(
+    sandbox, docker_workdir: Path
+):
+    with sandbox.session(docker_workdir, budget_s=1) as session:
+        session.run("true", 1)
+        first, deadline = session.container, session.deadline
+        session.run("true", 600)
+        assert session.container is not first and session.deadline >= deadline + 590
+        endless = session.run("echo no deadline", math.inf)
+        assert (
+            endless.output == "no deadline\n" and session.container.labels[LABEL_DEADLINE] == "inf"
+        )
+
+
+def test_a_container_gone_meanwhile_is_replaced(sandbox, docker_workdir: Path):
+    """Its keeper ended (the OOM killer, say): the next command starts a fresh container."""
+    with sandbox.session(docker_workdir, budget_s=90) as session:
+        session.run("true", 30)
+        first = session.container
+        first.kill()  # stopped, then removed by the engine
+        after = session.run("echo fresh", 30)
+        assert session.container is not first
+    assert (after.exit_code, after.output, after.error) == (0, "fresh\n", None), after
+
+
+def test_a_race_check_starts_one_container(image, docker_engine, no_leftovers, tmp_path):
+    """Build, tests and lint of a check: one container, started once."""
+    from tests.race.projects import make_python_repo
+
+    repo = make_python_repo(tmp_path / "repo")
+    started: list[dict[str, Any]] = []
+
+    class Counting(DockerSandbox):
+        def container_options(self, *args: Any) -> dict[str, Any]:
+            started.append(super().container_options(*args))
+            return started[-1]
+
+    commands = CheckCommands(build="python3 -m compileall -q calc", tests="true",
+                             lint="python3 -c 'print(1)'", timeout_s=30)  # fmt: skip
+    work = tmp_path / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    result = run_check(str(repo.path), "clean", repo.base, commands,
+                       Counting(image, client=docker_engine), workdir_root=work,
+                       echo=lambda line: None)  # fmt: skip
+    assert result.build and result.build.exit_code == 0, result
+    assert result.tests and result.lint and result.lint.output_tail == "1\n"
+    assert len(started) == 1
+
+
 def test_the_engine_mounts_its_own_path_of_the_workdir(sandbox, image, docker_engine, tmp_path):
     """A worker in a container sees the work dir at `work_dir`; the engine's host has it at
     `host_work_dir`. The command sees the engine's folder at the worker's path."""
@@ -341,7 +547,7 @@ def worker(image: str, docker_engine: Any, docker_workdir: Path) -> Iterator[Wor
     finally:
         process.kill()
         process.communicate()
-        for container in docker_engine.containers.list(all=True, filters=mine):
+        for container in docker_engine.containers.list(all=True, filters=mine, ignore_removed=True):
             remove_quietly(container)
 
 
@@ -356,7 +562,9 @@ def test_a_killed_workers_container_is_reaped_by_the_next(docker_engine, no_left
     worker.process.wait()
     (left,) = docker_engine.containers.list(filters=worker.labelled)  # nobody removed it
     assert left.name in reap_orphans(docker_engine)  # what a restarted worker does first
-    assert docker_engine.containers.list(all=True, filters=worker.labelled) == []
+    assert (
+        docker_engine.containers.list(all=True, filters=worker.labelled, ignore_removed=True) == []
+    )
     assert left.name not in arena_containers(docker_engine)
 
 
@@ -365,7 +573,9 @@ def test_an_interrupted_run_removes_its_container(docker_engine, no_leftovers, w
     worker.process.send_signal(signal.SIGINT)  # KeyboardInterrupt in run(), as Ctrl-C would
     _, stderr = worker.process.communicate(timeout=20)
     assert b"KeyboardInterrupt" in stderr
-    assert docker_engine.containers.list(all=True, filters=worker.labelled) == []
+    assert (
+        docker_engine.containers.list(all=True, filters=worker.labelled, ignore_removed=True) == []
+    )
 
 
 def test_get_sandbox_and_the_limits_model():

@@ -207,3 +207,19 @@ def test_get_sandbox_and_limits_model():
         get_sandbox("vm")
     with pytest.raises(ValidationError):
         SandboxLimits(memory=1)  # type: ignore[call-arg]
+
+
+@linux_only
+def test_a_session_runs_each_command_as_run_does(sandbox, tmp_path: Path, pids):
+    """The local sandbox sets nothing up for a session: each command is a `run` in the
+    session's work dir under its limits, and leaves nothing behind."""
+    limits = SandboxLimits(file_size_mb=1)
+    with sandbox.session(tmp_path, limits, budget_s=30) as session:
+        first = session.run("sleep 300 & echo $! > bg.pid; pwd -P", timeout_s=10)
+        second = session.run("head -c 2097152 /dev/zero > big", timeout_s=10)
+        third = session.run("echo $CHOSEN", timeout_s=10, env={"CHOSEN": "yes"})
+    assert (first.exit_code, first.output) == (0, f"{tmp_path.resolve()}\n")
+    assert not [pid for pid in read_pids(tmp_path, pids) if alive(pid)]
+    assert second.exit_code not in (0, None) and (tmp_path / "big").stat().st_size <= 1 << 20
+    assert third.output == "yes\n"
+    session.close()  # idempotent

@@ -20,7 +20,13 @@ from scoring.race_lint import parse_lint_output
 from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
 from workers.race.git import checkout, clone, commit_of, diff_stats
-from workers.sandbox import CommandResult, Sandbox, SandboxLimits, SandboxUnavailable
+from workers.sandbox import (
+    CommandResult,
+    Sandbox,
+    SandboxLimits,
+    SandboxSession,
+    SandboxUnavailable,
+)
 
 TAIL_CHARS = 2_000  # of each command's output, kept with the result; the whole goes to the log
 MAX_JUNIT_BYTES = 16 * 1024 * 1024
@@ -85,10 +91,10 @@ class CheckResult(BaseModel):
 
 
 def _run(
-    sandbox: Sandbox, which: str, command: str, workdir: Path, commands: CheckCommands,
-    limits: SandboxLimits | None, echo: Callable[[str], None],
+    session: SandboxSession, which: str, command: str, commands: CheckCommands,
+    echo: Callable[[str], None],
 ) -> CommandResult:  # fmt: skip
-    done = sandbox.run(command, workdir, commands.timeout_s, limits=limits)
+    done = session.run(command, commands.timeout_s)
     status = "timed out" if done.timed_out else f"exit {done.exit_code}"
     echo(f"== {which}: {command} ({status}, {done.duration_s:.2f}s)")
     echo(done.output.rstrip("\n"))
@@ -175,19 +181,29 @@ def _measure(
     limits: SandboxLimits | None, echo: Callable[[str], None],
 ) -> None:  # fmt: skip
     """Build, then tests and lint unless the build failed (the seed's short-circuit; the
-    baseline is measured whole, so every agent is compared with the same numbers)."""
+    baseline is measured whole, so every agent is compared with the same numbers). The three
+    run in one sandbox session: the Docker sandbox starts one container for them all."""
+    count = sum(1 for c in (commands.build, commands.tests, commands.lint) if c)
+    with sandbox.session(workdir, limits, budget_s=count * commands.timeout_s) as session:
+        _measure_in(result, workdir, commands, session, echo)
+
+
+def _measure_in(
+    result: CheckResult, workdir: Path, commands: CheckCommands, session: SandboxSession,
+    echo: Callable[[str], None],
+) -> None:  # fmt: skip
     if commands.build:
-        done = _run(sandbox, "build", commands.build, workdir, commands, limits, echo)
+        done = _run(session, "build", commands.build, commands, echo)
         result.build = CommandRun.model_validate(_fields(done))
         if (done.exit_code != 0 or done.timed_out) and result.role == "agent":
             result.tests_skipped = True
             echo("== build failed: tests and lint not run")
             return
     if commands.tests:
-        done = _run(sandbox, "tests", commands.tests, workdir, commands, limits, echo)
+        done = _run(session, "tests", commands.tests, commands, echo)
         result.tests = _tests(done, workdir, commands)
     if commands.lint:
-        done = _run(sandbox, "lint", commands.lint, workdir, commands, limits, echo)
+        done = _run(session, "lint", commands.lint, commands, echo)
         report = parse_lint_output(done.output, done.exit_code or 0, commands.linter)
         result.lint = LintRun.model_validate(
             {**_fields(done), "linter": report.linter, "counts": report.counts}

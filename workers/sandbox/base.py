@@ -4,6 +4,10 @@ call and return the same record, so callers never learn which one ran them.
 
 A command that cannot start is a result (`error` set, `exit_code` None), not an exception: a
 check runner records it like any failed check instead of crashing the unit.
+
+The commands of one check (build, tests, lint) run in a session (`Sandbox.session`): one work
+dir, one set of limits, commands one after the other. A backend may share what it sets up
+between them (the Docker sandbox: one container per session instead of one per command).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,6 +92,64 @@ class Sandbox(ABC):
         `env` is the base environment (default: the worker's), scrubbed either way by
         `scrubbed_environment`; `limits` None means `SandboxLimits()` (the defaults)."""
 
+    def session(
+        self, workdir: Path, limits: SandboxLimits | None = None, *,
+        budget_s: float | None = None,
+    ) -> SandboxSession:  # fmt: skip
+        """A session for several commands in `workdir` under `limits` (a check's build, tests
+        and lint), to use as a context manager: `with sandbox.session(w) as s: s.run(...)`.
+        `budget_s`: about how long all its commands may take together (their deadlines
+        summed), a hint for backends that label what they start; None: unknown. Each command
+        keeps every guarantee of `run`; what a backend shares between commands of a session
+        (the Docker sandbox: its container, so its /tmp) is in docs/sandbox.md. This default
+        runs each command as `run` does."""
+        return CommandSession(self, workdir, limits)
+
+
+class SandboxSession(ABC):
+    """Commands run one after the other in one work dir under one set of limits; `close` (or
+    leaving the `with` block, whatever happens) ends everything the session set up."""
+
+    @abstractmethod
+    def run(
+        self, command: str, timeout_s: float, env: Mapping[str, str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> CommandResult:  # fmt: skip
+        """As `Sandbox.run`, in the session's work dir under its limits. After it returns,
+        nothing the command started runs."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End what the session set up; idempotent."""
+
+    def __enter__(self) -> SandboxSession:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self.close()
+
+
+class CommandSession(SandboxSession):
+    """A session that sets nothing up: each command runs as `sandbox.run` runs it."""
+
+    def __init__(self, sandbox: Sandbox, workdir: Path, limits: SandboxLimits | None) -> None:
+        self.sandbox, self.workdir, self.limits = sandbox, workdir, limits
+
+    def run(
+        self, command: str, timeout_s: float, env: Mapping[str, str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> CommandResult:  # fmt: skip
+        return self.sandbox.run(
+            command, self.workdir, timeout_s, env=env, limits=self.limits,
+            max_output_bytes=max_output_bytes,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Nothing to end: each command's run ended all of its own."""
+
 
 def is_scrubbed(name: str) -> bool:
     """Whether a variable is one of Arena's settings or looks like a credential."""
@@ -117,7 +180,7 @@ def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str
 
 def get_sandbox(kind: str = "local", **options: Any) -> Sandbox:
     """The sandbox a setting names, made with `options` (its constructor's keyword arguments):
-    "local" (processes of the worker's user) or "docker" (a sibling container per command, the
+    "local" (processes of the worker's user) or "docker" (a sibling container per session, the
     isolation boundary for untrusted code)."""
     if kind == "local":  # imported here: each backend's module imports this one
         from workers.sandbox.local import LocalSandbox

@@ -210,7 +210,10 @@ def reap_orphans(client: docker.DockerClient | None = None) -> list[str]:
     container (compose restarts it: its record says it started after they were made)."""
     client = client or docker_client()
     host, now, reaped = socket.gethostname(), time.time(), []
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+    # ignore_removed: a container removed between the listing and its inspection (a sandbox
+    # session's, removed by the engine once it stopped) is no error.
+    found = client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True)
+    for container in found:
         if is_orphan(container.labels, host, now) or _owner_container_gone(client, container):
             remove_quietly(container)
             reaped.append(container.name)

@@ -1,32 +1,32 @@
-"""The Docker sandbox: each command runs in a fresh sibling container (Docker Engine API) with no
-network, a read-only root, every capability dropped and cgroup limits, the work dir its only
-writable host path; the container is removed afterwards whatever happens (docs/sandbox.md).
+"""The Docker sandbox: the commands of a session (a race check's build, tests and lint) run in one
+sibling container (Docker Engine API) with no network, a read-only root, every capability dropped
+and cgroup limits, the work dir its only writable host path; each command is `exec`ed in it under
+a wrapper that kills whatever the command left, and the container is removed when the session
+ends, whatever happens (docs/sandbox.md). `DockerSandbox.run` is a session of one command.
 
-The deadline is kept from the worker's side (a kill at `timeout_s`); a worker that dies meanwhile
-leaves its container to the next worker's `reap_orphans` (workers/sandbox/containers.py).
+The deadline is kept from the worker's side (the container's removal at `timeout_s`; the next
+command gets a fresh one); a worker that dies meanwhile leaves its container to the next worker's
+`reap_orphans` (workers/sandbox/containers.py), or to its own keeper's end at its deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
-import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
-
-import requests
 
 from workers.sandbox.base import (
     DEFAULT_MAX_OUTPUT_BYTES,
     CommandResult,
     Sandbox,
     SandboxLimits,
-    is_scrubbed,
-    scrubbed_environment,
+    SandboxSession,
 )
 from workers.sandbox.containers import (
     EngineUnavailable,
@@ -36,108 +36,37 @@ from workers.sandbox.containers import (
     owner_labels,
     remove_quietly,
 )
+from workers.sandbox.docker_wrapper import (
+    KEEPER_MAX_S,
+    OOM_READ_WAIT_S,
+    OOM_SCRIPT,
+    OutputCap,
+    WrapperStatus,
+    container_environment,
+    drain_demuxed,
+    image_scrubbed,
+    keeper_uid,
+    out_of_memory,
+    ulimits,
+    wrapper,
+)
 
 if TYPE_CHECKING:
     import docker
 
+logger = logging.getLogger(__name__)
 DEFAULT_IMAGE = "arena-worker-cpu:latest"
 DEFAULT_PATH = "/opt/arena/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Variables that describe the worker's machine, not the image: never passed in.
-HOST_VARIABLES = frozenset(
-    {"PATH", "HOME", "PWD", "OLDPWD", "HOSTNAME", "SHLVL", "_", "LD_PRELOAD", "LD_LIBRARY_PATH"}
-)
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 EXIT_KILLED = 137  # 128 + SIGKILL, as sh reports a killed command
-OOM_EVENT_WAIT_S = 1.0  # how long a SIGKILLed command waits for the engine's OOM event
-KILL_WAIT_S = 30.0  # for a killed container to be reported stopped
+KILL_WAIT_S = 30.0  # for a killed container to be removed
 READ_WAIT_S = 10.0  # for the rest of the output once the container stopped
 # Past its deadline, how long a container may still be ours (kill, wait, removal): labelled.
 LABEL_GRACE_S = KILL_WAIT_S + READ_WAIT_S
 
 
-class OutputCap:
-    """A command's output, held within `max_bytes`: its head and its tail, and its full size."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.head_limit = max(max_bytes, 0) // 2
-        self.tail_limit = max(max_bytes, 0) - self.head_limit
-        self.head, self.tail = bytearray(), bytearray()
-        self.size = 0
-        self.failure: BaseException | None = None  # the stream broke off
-
-    def feed(self, chunk: bytes) -> None:
-        self.size += len(chunk)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        self.tail += chunk
-        if len(self.tail) > 2 * self.tail_limit:  # trimmed now and then: amortised O(1)
-            del self.tail[: len(self.tail) - self.tail_limit]
-
-    def drain(self, stream: Iterable[bytes]) -> None:
-        try:
-            for chunk in stream:
-                self.feed(chunk)
-        except Exception as exc:  # the engine went away: the output so far is kept
-            self.failure = exc
-
-    def text(self) -> str:
-        """As `read_capped` (local.py): whole, or head and tail around a marker line."""
-        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
-        if self.size <= self.head_limit + self.tail_limit:
-            return (bytes(self.head) + bytes(self.tail)).decode(errors="replace")
-        cut = self.size - len(self.head) - len(tail)
-        marker = f"\n[... {cut} bytes of output cut by the sandbox ...]\n"
-        return self.head.decode(errors="replace") + marker + tail.decode(errors="replace")
-
-
-def container_environment(env: Mapping[str, str] | None, path: str) -> dict[str, str]:
-    """The scrubbed environment, less what describes the worker's machine, with the image's PATH
-    and a HOME the command can write (/tmp: the root is read-only)."""
-    scrubbed = scrubbed_environment(env)
-    kept = {k: v for k, v in scrubbed.items() if k.upper() not in HOST_VARIABLES}
-    return {**kept, "PATH": path, "HOME": "/tmp"}
-
-
-def image_scrubbed(image: Any) -> list[str]:
-    """The variables the image's own ENV sets that the scrub would drop (the worker image's
-    ARENA_WORK_DIR, say): the engine cannot unset them, the command's shell does."""
-    names = (item.split("=", 1)[0] for item in image.attrs.get("Config", {}).get("Env") or [])
-    return sorted({name for name in names if NAME.fullmatch(name) and is_scrubbed(name)})
-
-
-def wrapper(unset: list[str]) -> str:
-    """The outer shell's script: drop `unset`, join stderr to stdout (one stream, interleaved
-    exactly as written: the engine reads two pipes and could reorder them), then run the
-    command with `/bin/sh -c` as the local sandbox does."""
-    drop = f"unset {' '.join(unset)}; " if unset else ""
-    return drop + 'exec 2>&1; exec /bin/sh -c "$1"'
-
-
-def ulimits(limits: SandboxLimits) -> list[Any]:
-    """The per-process limits a cgroup does not cover, as `docker.types.Ulimit`s."""
-    from docker.types import Ulimit
-
-    found = [Ulimit(name="core", soft=0, hard=0)]  # no core files in the work dir
-    if limits.file_size_mb is not None:
-        size = limits.file_size_mb << 20
-        found.append(Ulimit(name="fsize", soft=size, hard=size))
-    if limits.open_files is not None:
-        found.append(Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files))
-    if limits.cpu_s is not None:  # SIGXCPU at the limit, SIGKILL a second later
-        found.append(Ulimit(name="cpu", soft=limits.cpu_s, hard=limits.cpu_s + 1))
-    return found
-
-
-def out_of_memory(limits: SandboxLimits) -> str:
-    if limits.memory_mb is None:
-        return "killed: out of memory"
-    return f"killed: out of memory (limit {limits.memory_mb} MiB)"
-
-
 class DockerSandbox(Sandbox):
-    """Runs `/bin/sh -c command` in a sibling container of `image`, as the worker's uid:gid.
+    """Runs `/bin/sh -c command` in a sibling container of `image`, as the worker's uid:gid: one
+    container per session (a check's commands), each command `exec`ed in it.
 
     `work_dir`/`host_work_dir`: where the worker, itself in a container, keeps its work and
     where the engine's host has that folder (see `containers.host_path`); None: the worker
@@ -164,13 +93,86 @@ class DockerSandbox(Sandbox):
             self._client = docker_client()
         return self._client
 
+    def session(
+        self, workdir: Path, limits: SandboxLimits | None = None, *,
+        budget_s: float | None = None,
+    ) -> DockerSession:  # fmt: skip
+        return DockerSession(self, workdir, limits, budget_s)
+
     def run(
         self, command: str, workdir: Path, timeout_s: float, env: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> CommandResult:  # fmt: skip
+        """A session of one command: nothing of it runs once this returns, and the engine
+        removes its container a moment later."""
+        budget = timeout_s if not math.isnan(timeout_s) else None
+        with self.session(workdir, limits, budget_s=budget) as session:
+            return session.run(command, timeout_s, env, max_output_bytes)
+
+    def container_options(
+        self, workdir: Path, source: str, limits: SandboxLimits, deadline: float
+    ) -> dict[str, Any]:
+        """`containers.create` keyword arguments for a session's container: its init and a
+        keeper (`sleep` until the deadline) as `keeper_uid()`, commands come by `exec`. The work
+        dir (`source` on the engine's host) is mounted at the worker's own path for it: paths
+        in the output read as on the worker."""
+        from docker.types import LogConfig, Mount
+
+        inside = str(workdir.resolve())
+        left = deadline - time.time()
+        keep = min(math.ceil(left), KEEPER_MAX_S) if math.isfinite(left) else KEEPER_MAX_S
+        uid = keeper_uid()
+        return {
+            "image": self.image,
+            # The image's entrypoint replaced (the worker image's is tini: the engine's init
+            # takes its place). Once the keeper ends, so does the container, with every process
+            # in it: a container whose worker died stops at its deadline.
+            "entrypoint": ["sleep"],
+            "command": [str(max(keep, 1))],
+            "user": f"{uid}:{uid}",
+            "working_dir": "/",
+            # A mount, not a `volumes` bind: a source missing on the engine's host (a wrong
+            # host_work_dir) is an error, not an empty folder the engine makes there.
+            "mounts": [Mount(target=inside, source=source, type="bind", read_only=False)],
+            "labels": owner_labels("command", deadline),
+            "network_mode": self.network_mode if limits.network else "none",
+            "ulimits": ulimits(limits),  # the exec'd commands inherit them
+            # Nothing is stored by the engine: a command's output comes by its exec's stream.
+            "log_config": LogConfig(type="none"),
+            # Removed by the engine once stopped: a session's end need not wait for it.
+            "auto_remove": True,
+            **hardening(limits.memory_mb, limits.cpus, limits.processes),
+        }
+
+
+class DockerSession(SandboxSession):
+    """The commands of one check in one container, started at the first command and removed by
+    `close`. A command runs by `exec` under `wrapper`; after a command that timed out, was
+    killed for memory, or killed its wrapper, the container is removed (that kills every
+    process in it) and the next command gets a fresh one."""
+
+    def __init__(
+        self, sandbox: DockerSandbox, workdir: Path, limits: SandboxLimits | None,
+        budget_s: float | None,
+    ) -> None:  # fmt: skip
+        self.sandbox = sandbox
+        self.workdir = Path(workdir)
+        self.limits = limits or SandboxLimits()
+        # Until when the container is labelled ours, at least (Unix time): its reap deadline.
+        self.ends = time.time() + budget_s if budget_s is not None else 0.0
+        self.container: Any = None
+        self.deadline = 0.0  # the container's label deadline
+        self.unset: list[str] | None = None  # the image's variables to drop, once known
+        self.closed = False
+
+    def run(
+        self, command: str, timeout_s: float, env: Mapping[str, str] | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> CommandResult:  # fmt: skip
         import docker.errors
 
-        limits = limits or SandboxLimits()
+        if self.closed:
+            raise RuntimeError("this sandbox session is closed")
         started = time.monotonic()
         cap = OutputCap(max_output_bytes)
 
@@ -183,140 +185,189 @@ class DockerSandbox(Sandbox):
                 error=error, infrastructure=infrastructure,
             )  # fmt: skip
 
-        if not Path(workdir).is_dir():
-            return result(None, False, f"workdir {workdir} does not exist or is not a directory")
+        if not self.workdir.is_dir():
+            return result(
+                None, False, f"workdir {self.workdir} does not exist or is not a directory"
+            )
         if "\0" in command or math.isnan(timeout_s):
             return result(None, False, "a NUL byte in the command or a timeout_s of NaN")
         try:
-            source = host_path(Path(workdir), self.work_dir, self.host_work_dir)
+            source = host_path(self.workdir, self.sandbox.work_dir, self.sandbox.host_work_dir)
         except ValueError as exc:  # a workdir outside the folder shared with the engine's host
             return result(None, False, str(exc))
         try:
-            client = self.engine()
-            unset = image_scrubbed(client.images.get(self.image))
-            options = self._options(command, Path(workdir), source, timeout_s, env, limits, unset)
-            code, timed_out, oom = self._contain(client, options, timeout_s, cap)
+            try:
+                code, timed_out, oom = self._command(command, source, timeout_s, env, cap)
+            except BaseException:
+                # The first failure is the one to report (or a KeyboardInterrupt to re-raise); an
+                # engine gone meanwhile leaves the container to the next worker's reap_orphans.
+                with contextlib.suppress(Exception):
+                    self._discard()
+                raise
         except EngineUnavailable as exc:
             return result(None, False, str(exc), infrastructure=True)
         except docker.errors.ImageNotFound:
             where = os.environ.get("DOCKER_HOST", "the local socket")
-            why = f"image {self.image} not found on the Docker engine at {where}"
+            why = f"image {self.sandbox.image} not found on the Docker engine at {where}"
             return result(
                 None, False, f"{why} (build it: scripts/build-images; never pulled)", True
             )
         except (docker.errors.DockerException, OSError) as exc:  # OSError: requests' too
             return result(None, False, f"the Docker engine failed: {exc}", infrastructure=True)
         if oom:  # whatever sh made of it (`cmd || true`), the command did not run to its end
-            return result(EXIT_KILLED, timed_out, out_of_memory(limits))
+            return result(EXIT_KILLED, timed_out, out_of_memory(self.limits))
         error = f"the command's output was cut short: {cap.failure}" if cap.failure else None
         return result(code, timed_out, error)
 
-    def _options(
-        self, command: str, workdir: Path, source: str, timeout_s: float,
-        env: Mapping[str, str] | None, limits: SandboxLimits, unset: list[str],
-    ) -> dict[str, Any]:  # fmt: skip
-        """`containers.create` keyword arguments. The work dir (`source` on the engine's host)
-        is mounted at the worker's own path for it: paths in the output read as on the worker.
-        The entrypoint is ours, not the image's (the worker image's is tini, an init already)."""
-        from docker.types import LogConfig, Mount
+    def close(self) -> None:
+        """End the container without waiting for its removal: SIGTERM to its init, which ends
+        the keeper; once the init exits the kernel kills whatever else is left in it, and the
+        engine removes it (auto-remove). Every command's processes are gone already (the
+        wrapper's reap, or the container's removal after a command that did not end cleanly).
+        Should the engine refuse, it is removed here; an engine that fails meanwhile leaves it
+        to `reap_orphans` (its labels say whose it is and until when)."""
+        self.closed = True
+        container, self.container, self.deadline = self.container, None, 0.0
+        if container is None:
+            return
+        try:
+            try:
+                container.kill(signal="SIGTERM")
+            except Exception:  # DockerException, requests' errors: stopped meanwhile, or worse
+                remove_quietly(container)
+        except Exception as exc:  # nothing left to report to: the reaper has it
+            logger.warning("could not remove the sandbox container %s: %s", container.id, exc)
 
-        inside = str(workdir.resolve())
-        deadline = time.time() + timeout_s + LABEL_GRACE_S
-        return {
-            "image": self.image,
-            "entrypoint": ["/bin/sh"],
-            "command": ["-c", wrapper(unset), "/bin/sh", command],
-            "working_dir": inside,
-            # A mount, not a `volumes` bind: a source missing on the engine's host (a wrong
-            # host_work_dir) is an error, not an empty folder the engine makes there.
-            "mounts": [Mount(target=inside, source=source, type="bind", read_only=False)],
-            "user": f"{os.getuid()}:{os.getgid()}",
-            "environment": container_environment(env, self.path),
-            "labels": owner_labels("command", deadline),
-            "network_mode": self.network_mode if limits.network else "none",
-            "ulimits": ulimits(limits),
-            # The output is read from the attached stream, never stored by the engine: a chatty
-            # command fills no disk, and `output_bytes` counts all of it.
-            "log_config": LogConfig(type="none"),
-            **hardening(limits.memory_mb, limits.cpus, limits.processes),
-        }
-
-    def _contain(
-        self, client: docker.DockerClient, options: dict[str, Any], timeout_s: float,
+    def _command(
+        self, command: str, source: str, timeout_s: float, env: Mapping[str, str] | None,
         cap: OutputCap,
     ) -> tuple[int, bool, bool]:  # fmt: skip
-        """Create, run and remove the container: (exit code, timed out, OOM-killed)."""
-        container = client.containers.create(**options)
-        try:
-            outcome = self._execute(container, timeout_s, cap)
-        except BaseException:
-            # The first failure is the one to report (or a KeyboardInterrupt to re-raise); an
-            # engine gone meanwhile leaves the container to the next worker's reap_orphans.
-            with contextlib.suppress(Exception):
-                remove_quietly(container)
-            raise
-        remove_quietly(container)
-        return outcome
+        """Run one command in the session's container: (exit code, timed out, OOM-killed)."""
+        import docker.errors
 
-    def _execute(self, container: Any, timeout_s: float, cap: OutputCap) -> tuple[int, bool, bool]:
-        # Attached before the start, so no output is missed; read by a thread meanwhile so the
-        # command never blocks on a full stream.
-        stream = container.attach(stdout=True, stderr=True, stream=True, logs=False)
-        reader = threading.Thread(target=cap.drain, args=(stream,), daemon=True)
+        client = self.sandbox.engine()
+        if self.unset is None:
+            self.unset = image_scrubbed(client.images.get(self.sandbox.image))
+        fresh = self._ensure(client, source, timeout_s)
+        try:
+            exec_id = self._exec(client, command, env)
+        except docker.errors.APIError as exc:
+            gone = isinstance(exc, docker.errors.NotFound) or "is not running" in str(exc)
+            if fresh or not gone:
+                raise
+            self._discard()  # stopped meanwhile (the OOM killer chose its keeper): a fresh one
+            self._ensure(client, source, timeout_s)
+            exec_id = self._exec(client, command, env)
+        return self._follow(client, exec_id, timeout_s, cap)
+
+    def _ensure(self, client: docker.DockerClient, source: str, timeout_s: float) -> bool:
+        """Start a container unless the session's own is labelled for long enough to run a
+        command of `timeout_s`; whether one was started."""
+        needed = time.time() + timeout_s + LABEL_GRACE_S
+        if self.container is not None and needed <= self.deadline:
+            return False
+        self._discard()
+        deadline = max(needed, self.ends + LABEL_GRACE_S)
+        options = self.sandbox.container_options(self.workdir, source, self.limits, deadline)
+        self.container, self.deadline = client.containers.create(**options), deadline
+        self.container.start()
+        return True
+
+    def _exec(
+        self, client: docker.DockerClient, command: str, env: Mapping[str, str] | None
+    ) -> str:
+        script = wrapper(self.unset or [])
+        created = client.api.exec_create(
+            self.container.id, ["/bin/sh", "-c", script, "/bin/sh", command], stdout=True,
+            stderr=True, user=f"{os.getuid()}:{os.getgid()}", workdir=str(self.workdir.resolve()),
+            environment=container_environment(env, self.sandbox.path),
+        )  # fmt: skip
+        return str(created["Id"])
+
+    def _follow(
+        self, client: docker.DockerClient, exec_id: str, timeout_s: float, cap: OutputCap
+    ) -> tuple[int, bool, bool]:
+        """Start the exec and follow it to its end or the deadline."""
+        deadline = time.monotonic() + timeout_s
+        status = WrapperStatus()
+        stream = client.api.exec_start(exec_id, stream=True, demux=True)
+        # Read by a thread meanwhile, so the command never blocks on a full stream.
+        reader = threading.Thread(target=drain_demuxed, args=(stream, cap, status), daemon=True)
         reader.start()
         try:
-            container.start()
-            deadline = time.monotonic() + timeout_s
-            status, timed_out = self._wait(container, deadline), False
-            if status is None:
-                timed_out = True
-                self._kill(container)
-                status = self._wait(container, time.monotonic() + KILL_WAIT_S)
-                if status is None:
-                    raise TimeoutError(f"the container did not stop {KILL_WAIT_S:g} s after kill")
-            reader.join(READ_WAIT_S)
+            reader.join(remaining(deadline))
+            info = None if reader.is_alive() else self._finished(client, exec_id, deadline)
+            if info is None:  # the deadline: the container goes, with every process in it
+                oom = self._oom_since(client, status.before())
+                self._discard()
+                reader.join(READ_WAIT_S)
+                return EXIT_KILLED, True, oom
         finally:
             if reader.is_alive():  # the stream outlived the container (or we were interrupted)
                 stream.close()
-        return status, timed_out, self._oom_killed(container, status, timed_out)
+        reported = status.outcome()
+        if info.get("ExitCode") == 0 and reported is not None:  # the wrapper ran to its end
+            code, ooms = reported
+            if ooms:  # the OOM killer may have chosen more than the command: a fresh container
+                self._discard()
+            return code, False, ooms > 0
+        # The wrapper was killed (by the command, or for memory): what the command left may
+        # still run, and only the container's end is sure to stop it.
+        oom = self._oom_since(client, status.before())
+        self._discard()
+        code = info.get("ExitCode")
+        return (code if isinstance(code, int) else EXIT_KILLED), False, oom
 
     @staticmethod
-    def _oom_killed(container: Any, status: int, timed_out: bool) -> bool:
-        """Whether the kernel's OOM killer ended something in the container. The engine learns
-        it from an event that can land just after the exit (seen with cgroup v1): a kill it
-        does not yet explain is asked about again for up to OOM_EVENT_WAIT_S."""
-        deadline = time.monotonic() + OOM_EVENT_WAIT_S
+    def _finished(client: docker.DockerClient, exec_id: str, deadline: float) -> Any:
+        """The exec's record once the engine has it ended (its stream closes a moment before),
+        or None once `deadline` (monotonic) has passed."""
+        pause = 0.002
         while True:
-            container.reload()
-            if container.attrs.get("State", {}).get("OOMKilled"):
-                return True
-            if status != EXIT_KILLED or timed_out or time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
+            info = client.api.exec_inspect(exec_id)
+            if not info.get("Running"):
+                return info
+            if remaining(deadline) == 0:
+                return None
+            time.sleep(min(pause, remaining(deadline) or pause))
+            pause = min(pause * 2, 0.05)
 
-    @staticmethod
-    def _wait(container: Any, deadline: float) -> int | None:
-        """The exit status, or None once `deadline` (monotonic) has passed."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
+    def _oom_since(self, client: docker.DockerClient, before: int | None) -> bool:
+        """Whether the OOM killer struck since the wrapper read `before` (None: it never did):
+        the container's memory cgroup's count, read by an exec as the keeper's uid, for a
+        command whose wrapper could not say (killed, or still running at the deadline). A few
+        seconds at most: an exec may fail or hang in a container whose pids are used up."""
+        if before is None or self.container is None:
+            return False
+        uid = keeper_uid()
+        read = OOM_SCRIPT + 'arena_ooms; echo "$arena_n"'
+        out, status = OutputCap(64), WrapperStatus()
         try:
-            # The engine's answer to a wait that timed out is a requests ConnectionError or
-            # ReadTimeout, depending on the transport: told apart by the clock.
-            done = container.wait(timeout=remaining if math.isfinite(remaining) else None)
-        except requests.RequestException:
-            if time.monotonic() < deadline - 0.05:
-                raise
-            return None
-        return int(done.get("StatusCode", EXIT_KILLED))
+            created = client.api.exec_create(
+                self.container.id, ["/bin/sh", "-c", read], user=f"{uid}:{uid}"
+            )
+            stream = client.api.exec_start(created["Id"], stream=True, demux=True)
+        except Exception:  # DockerException, requests' errors: it stopped meanwhile, say
+            return False
+        reader = threading.Thread(target=drain_demuxed, args=(stream, out, status), daemon=True)
+        reader.start()
+        reader.join(OOM_READ_WAIT_S)
+        if reader.is_alive():
+            stream.close()
+            return False
+        text = out.text().strip()
+        return text.isdigit() and int(text) > before
 
-    @staticmethod
-    def _kill(container: Any) -> None:
-        """SIGKILL to the container's init: the kernel ends its whole pid namespace."""
-        import docker.errors
+    def _discard(self) -> None:
+        """Remove the container, if any (killing whatever runs in it); the next command of the
+        session starts a fresh one."""
+        container, self.container, self.deadline = self.container, None, 0.0
+        if container is not None:
+            remove_quietly(container)
 
-        try:
-            container.kill()
-        except docker.errors.APIError as exc:  # it exited on its own meanwhile
-            if "is not running" not in str(exc):
-                raise
+
+def remaining(deadline: float) -> float | None:
+    """Seconds left until `deadline` (monotonic), never below 0; None without one."""
+    if not math.isfinite(deadline):
+        return None
+    return max(deadline - time.monotonic(), 0.0)
