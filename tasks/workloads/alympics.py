@@ -136,7 +136,7 @@ class AlympicsWorkload(Workload):
     agent_model = AlympicsAgent
     item_model = AlympicsGame
     params_model = AlympicsParams
-    chunk_size = 4
+    chunk_size = 10  # a match set takes about 10 ms (docs/performance.md, section 1)
     score_header = "Composite"
     table_columns = (
         Column(key="categories.strategic", header="Strategic"),
