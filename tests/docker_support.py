@@ -75,14 +75,18 @@ def require_current_worker_image() -> str:
     return WORKER_IMAGE
 
 
-def arena_containers(client: Any, not_of_pid: int | None = None) -> list[str]:
+def arena_containers(
+    client: Any, not_of_pid: int | None = None, of_pids: set[int] | None = None
+) -> list[str]:
     """Every container Arena labelled, running or not (its name, kind and creation time), but
-    those of the process `not_of_pid` (a test's own, which its own checks account for)."""
+    those of the process `not_of_pid` (a test's own, which its own checks account for); with
+    `of_pids`, only those of these processes (a test's workers, not another test's)."""
     found = client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True)
     return sorted(
         f"{c.name} ({c.labels.get('arena.kind')}, created {c.attrs.get('Created')})"
         for c in found
-        if not_of_pid is None or c.labels.get("arena.pid") != str(not_of_pid)
+        if (not_of_pid is None or c.labels.get("arena.pid") != str(not_of_pid))
+        and (of_pids is None or c.labels.get("arena.pid") in {str(p) for p in of_pids})
     )
 
 

@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -324,23 +325,31 @@ def test_an_http_agent_that_never_answers_costs_seconds(tmp_path: Path):
            "every match set forfeit, benchmark ends")  # fmt: skip
 
 
+PUBLISH_BROKEN_CHUNK = """
+import json, sys
+from tasks.units import chunk_signature
+from tasks.workloads import get_workload, validate_batch
+batch_id, spec = sys.argv[1], json.loads(sys.argv[2])
+unit = get_workload("bandit").expand(validate_batch(spec))[0]
+broken = chunk_signature(batch_id, "broken", [unit])  # its options: the error callback
+broken.args = (batch_id, "broken", [{"not": "a unit"}])  # run_chunk raises on this
+broken.apply_async()
+"""
+
+
 def test_a_chunk_task_that_fails_outright_starts_the_reducer(
     cluster_env, db, workers, write_spec, tmp_path: Path
 ):
     """No chord waits on the chunks: a chunk task that fails as a whole (Celery's hard time
     limit does this) starts the reducer through its error callback."""
-    from tasks.app import configure
-    from tasks.settings import ArenaSettings
-    from tasks.units import chunk_signature
-
     spec = bandit_spec(protocol={"episodes": 2, "seed": 8})
     batch_id = submit(cluster_env, write_spec, spec)  # no worker yet: the messages wait
     db.r.delete("cpu")  # the batch's own chunk messages: gone
-    configure(ArenaSettings(redis_url=cluster_env["ARENA_REDIS_URL"]))
-    unit = get_workload("bandit").expand(validate_batch(spec))[0]
-    broken = chunk_signature(batch_id, "broken", [unit])  # its options: the error callback
-    broken.args = (batch_id, "broken", [{"not": "a unit"}])  # run_chunk raises on this
-    broken.apply_async()
+    # Sent from a process of its own: configuring this one's Celery app would outlive the test.
+    subprocess.run(
+        [sys.executable, "-c", PUBLISH_BROKEN_CHUNK, batch_id, json.dumps(spec)],
+        env=cluster_env, cwd=ROOT, check=True, timeout=120,
+    )  # fmt: skip
     workers.start(cluster_env, concurrency=1)
     log, deadline = tmp_path / "worker.log", time.monotonic() + 60
     while f"batch {batch_id}: chunk task" not in (log.read_text() if log.exists() else ""):
