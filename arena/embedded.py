@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -183,15 +184,40 @@ def start_workers(
     )  # fmt: skip
 
 
+# How often the embedded worker pool is looked at, and how long it must have run before an exit
+# counts as a crash to recover from rather than a pool that cannot start (then left stopped).
+POOL_CHECK_S, POOL_MIN_LIFE_S = 1.0, 5.0
+
+
 @contextmanager
 def embedded_cluster(data_dir: Path, workers: int) -> Iterator[str]:
-    """Redis plus `workers` local worker processes for the duration of the block."""
+    """Redis plus `workers` local worker processes for the duration of the block. A pool whose
+    main process exits meanwhile is started again: nothing else would run the batch's units
+    (Celery's main process can die of a broker reconnect gone wrong, docs/reliability.md)."""
     with embedded_redis(data_dir) as url:
-        pool = start_workers(url, workers, data_dir)
+        pools = [start_workers(url, workers, data_dir)]
+        started = [time.monotonic()]
+        stopping = threading.Event()
+
+        def supervise() -> None:
+            while not stopping.wait(POOL_CHECK_S):
+                code = pools[-1].poll()
+                if code is None or time.monotonic() - started[-1] < POOL_MIN_LIFE_S:
+                    continue
+                stop(pools[-1])  # whatever is left of its process group
+                print(f"arena: the worker pool exited (code {code}); starting it again "
+                      f"(its log: {data_dir / 'worker.log'})", file=sys.stderr)  # fmt: skip
+                pools.append(start_workers(url, workers, data_dir))
+                started.append(time.monotonic())
+
+        supervisor = threading.Thread(target=supervise, name="arena-pool", daemon=True)
+        supervisor.start()
         try:
             yield url
         finally:
-            stop(pool, timeout=15)
+            stopping.set()
+            supervisor.join()
+            stop(pools[-1], timeout=15)
 
 
 def forget_broker_state(url: str) -> None:

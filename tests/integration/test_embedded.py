@@ -8,11 +8,15 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
+import redis
 
-from tests.integration.conftest import ARENA, ROOT, arena, bandit_spec
+from arena import embedded
+from tasks.store import Store
+from tests.integration.conftest import ARENA, ROOT, arena, bandit_spec, wait_finished
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +93,34 @@ def test_status_of_an_unknown_batch(tmp_path: Path):
     result = arena("status", "nope", env=embedded_env(tmp_path / "data"))
     assert result.returncode == 2
     assert result.stderr.strip() == "arena: error: batch: no batch or run 'nope'"
+
+
+def pool_main(arena_pid: int) -> int | None:
+    """The Celery main process of the embedded worker pool started by `arena_pid`, if any."""
+    # Every thread's children: the pool is started again by the supervising thread.
+    tasks = Path(f"/proc/{arena_pid}/task").iterdir()
+    children = [c for t in tasks for c in (t / "children").read_text().split()]
+    for pid in children:
+        with suppress(OSError):
+            if b"celery" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return int(pid)
+    return None
+
+
+def test_a_worker_pool_that_dies_is_started_again(tmp_path: Path, monkeypatch, write_spec):
+    """Nothing else runs an embedded batch's units: a pool whose main process dies (Celery's
+    own "Unrecoverable error" after a Redis reconnect, the OOM killer) is started again."""
+    monkeypatch.setattr(embedded, "POOL_MIN_LIFE_S", 0.0)
+    with embedded.embedded_cluster(tmp_path / "data", 1) as url:
+        first = pool_main(os.getpid())
+        assert first is not None
+        os.killpg(first, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while pool_main(os.getpid()) in (None, first):
+            assert time.monotonic() < deadline, "no new worker pool"
+            time.sleep(0.1)
+        env = {**embedded_env(tmp_path / "data"), "ARENA_REDIS_URL": url}
+        submitted = arena("submit", str(write_spec(bandit_spec())), env=env)
+        assert submitted.returncode == 0, submitted.stderr
+        db = Store(redis.Redis.from_url(url, decode_responses=True))
+        assert wait_finished(db, submitted.stdout.split()[0], timeout=120) == "done"
