@@ -195,20 +195,19 @@ def embedded_cluster(data_dir: Path, workers: int) -> Iterator[str]:
     main process exits meanwhile is started again: nothing else would run the batch's units
     (Celery's main process can die of a broker reconnect gone wrong, docs/reliability.md)."""
     with embedded_redis(data_dir) as url:
-        pools = [start_workers(url, workers, data_dir)]
-        started = [time.monotonic()]
+        pool, started = start_workers(url, workers, data_dir), time.monotonic()
         stopping = threading.Event()
 
         def supervise() -> None:
+            nonlocal pool, started
             while not stopping.wait(POOL_CHECK_S):
-                code = pools[-1].poll()
-                if code is None or time.monotonic() - started[-1] < POOL_MIN_LIFE_S:
+                code = pool.poll()
+                if code is None or time.monotonic() - started < POOL_MIN_LIFE_S:
                     continue
-                stop(pools[-1])  # whatever is left of its process group
+                stop(pool)  # whatever is left of its process group
                 print(f"arena: the worker pool exited (code {code}); starting it again "
                       f"(its log: {data_dir / 'worker.log'})", file=sys.stderr)  # fmt: skip
-                pools.append(start_workers(url, workers, data_dir))
-                started.append(time.monotonic())
+                pool, started = start_workers(url, workers, data_dir), time.monotonic()
 
         supervisor = threading.Thread(target=supervise, name="arena-pool", daemon=True)
         supervisor.start()
@@ -217,7 +216,7 @@ def embedded_cluster(data_dir: Path, workers: int) -> Iterator[str]:
         finally:
             stopping.set()
             supervisor.join()
-            stop(pools[-1], timeout=15)
+            stop(pool, timeout=15)
 
 
 def forget_broker_state(url: str) -> None:

@@ -72,13 +72,14 @@ def heartbeat(
         if read is not None:
             read(pipe)
         beat = Beat(db, batch_id, chunk_id, pipe.execute()[2:])
-    key = (batch_id, chunk_id)
-    _BEATER.add(key, lambda: db.r.hset(k_beats(db, batch_id), chunk_id, time.time()), every_s)
+    _BEATER.add(
+        (batch_id, chunk_id), lambda: db.r.hset(k_beats(db, batch_id), chunk_id, time.time()),
+        every_s,
+    )  # fmt: skip
     try:
         yield beat
     finally:
-        _BEATER.discard(key)
-        if not beat.forgotten:
+        if not beat.forgotten:  # forget_in also stops the beats
             with db.r.pipeline(transaction=False) as pipe:
                 beat.forget_in(pipe)
                 pipe.execute()

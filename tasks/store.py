@@ -180,37 +180,19 @@ class Store:
         self.r.hset(self.k_batch(batch_id), mapping=mapping)
 
     # -- units ----------------------------------------------------------------------------
-    def count_attempt(self, batch_id: str, unit_id: str) -> int:
-        """How many times a worker has started this unit (one more now): a unit whose worker
-        dies under it every time is given up after ARENA_MAX_DELIVERIES."""
-        return int(self.r.hincrby(self.k_attempts(batch_id), unit_id, 1))
-
     def reset_attempts(self, batch_id: str, unit_ids: Sequence[str]) -> None:
         """A resubmission gives retried units a fresh count of attempts."""
         if unit_ids:
             self.r.hdel(self.k_attempts(batch_id), *unit_ids)
 
-    def stored_unit_ids(
-        self, batch_id: str, unit_ids: Sequence[str] | None = None, with_infra: bool = False
-    ) -> set[str]:
+    def stored_unit_ids(self, batch_id: str) -> set[str]:
         """Units with a result that stands: an infrastructure error does not (a resubmission
-        retries it), unless `with_infra` (a redelivered chunk does not redo it)."""
-        if with_infra and unit_ids is not None:
-            present = self.r.hmget(self.k_units(batch_id), list(unit_ids)) if unit_ids else []
-            return {u for u, v in zip(unit_ids, present, strict=True) if v is not None}
-        if unit_ids is None:
-            with self.r.pipeline() as pipe:
-                pipe.hkeys(self.k_units(batch_id))
-                pipe.smembers(self.k_infra(batch_id))
-                stored, infra = pipe.execute()
-            return set(stored) - set(infra)
-        if not unit_ids:
-            return set()
+        retries it). A worker's chunk reads its own units' results instead (tasks/units.py)."""
         with self.r.pipeline() as pipe:
-            pipe.hmget(self.k_units(batch_id), list(unit_ids))
+            pipe.hkeys(self.k_units(batch_id))
             pipe.smembers(self.k_infra(batch_id))
-            present, infra = pipe.execute()
-        return {u for u, v in zip(unit_ids, present, strict=True) if v is not None} - set(infra)
+            stored, infra = pipe.execute()
+        return set(stored) - set(infra)
 
     def save_unit(
         self, batch_id: str, result: UnitResult, log: str = "", next_unit: str | None = None,
