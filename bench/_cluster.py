@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import redis
 from rich.console import Console
@@ -67,3 +68,18 @@ def timed_batch(
     if status != "done":
         raise RuntimeError(f"batch {sub.batch_id} ended {status}: {store.batch(sub.batch_id)}")
     return wall, sub.batch_id
+
+
+Measured = TypeVar("Measured")
+Timed = Callable[[Store, ValidatedBatch, subprocess.Popen[bytes]], Measured]
+
+
+def warm_then_repeat(
+    workers: int, console: Console, warm_up: ValidatedBatch, batch: ValidatedBatch, repeat: int,
+    timed: Timed[Measured],
+) -> list[Measured]:  # fmt: skip
+    """On a fresh cluster of `workers` processes: `warm_up` once, not kept (every worker child
+    imports the workload's code), then `timed(store, batch, pool)` `repeat` times."""
+    with bench_cluster(workers, console) as (store, pool):
+        timed(store, warm_up, pool)
+        return [timed(store, batch, pool) for _ in range(repeat)]

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _cluster import bench_cluster, timed_batch  # beside this script
+from _cluster import timed_batch, warm_then_repeat  # beside this script
 from rich.console import Console
 from rich.table import Table
 from tournament_agents import N_AGENTS  # beside this script
@@ -83,11 +83,9 @@ def on_cluster(store: Store, batch: ValidatedBatch, pool: subprocess.Popen[bytes
 
 def cluster_runs(workers: int, agents: int, episodes: int | None, repeat: int) -> list[Run]:
     """`repeat` runs of the tournament on a fresh embedded cluster of `workers` processes."""
-    with bench_cluster(workers, console) as (store, pool):
-        # Warm-up, not timed: every worker child imports the games and the agents' module.
-        on_cluster(store, make_batch(agents, 1, "warm-up"), pool)
-        batch = make_batch(agents, episodes, BOARD)
-        return [on_cluster(store, batch, pool) for _ in range(repeat)]
+    warm_up = make_batch(agents, 1, "warm-up")  # imports the games and the agents' module
+    batch = make_batch(agents, episodes, BOARD)
+    return warm_then_repeat(workers, console, warm_up, batch, repeat, on_cluster)
 
 
 def in_process_runs(batch: ValidatedBatch, repeat: int) -> list[Run]:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from _cluster import bench_cluster, timed_batch  # beside this script
+from _cluster import timed_batch, warm_then_repeat  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -89,11 +89,9 @@ def on_cluster(store: Store, batch: ValidatedBatch, pool: subprocess.Popen[bytes
 
 def cluster_runs(workers: int, episodes: int, repeat: int, level: str, max_steps: int) -> list[Run]:
     """`repeat` runs of the batch on a fresh embedded cluster of `workers` processes."""
-    with bench_cluster(workers, console) as (store, pool):
-        # Warm-up, not timed: every worker child imports the emulator.
-        on_cluster(store, make_batch(2, "warm-up", level, max_steps), pool)
-        batch = make_batch(episodes, "bench-mario", level, max_steps)
-        return [on_cluster(store, batch, pool) for _ in range(repeat)]
+    warm_up = make_batch(2, "warm-up", level, max_steps)  # imports the emulator
+    batch = make_batch(episodes, "bench-mario", level, max_steps)
+    return warm_then_repeat(workers, console, warm_up, batch, repeat, on_cluster)
 
 
 def in_process_runs(batch: ValidatedBatch, repeat: int) -> list[Run]:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _cluster import bench_cluster, timed_batch  # beside this script
+from _cluster import timed_batch, warm_then_repeat  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -110,10 +110,8 @@ def on_cluster(
 def cluster_runs(
     workers: int, repo: RaceRepo, branches: list[str], repeat: int
 ) -> list[tuple[float, dict[str, float]]]:
-    with bench_cluster(workers, console) as (store, pool):
-        batch = make_batch(repo, branches)
-        on_cluster(store, batch, pool)  # warm-up: every worker process imports the race code
-        return [on_cluster(store, batch, pool) for _ in range(repeat)]
+    batch = make_batch(repo, branches)  # its own warm-up: every worker imports the race code
+    return warm_then_repeat(workers, console, batch, batch, repeat, on_cluster)
 
 
 def main() -> None:
