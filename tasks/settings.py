@@ -61,8 +61,9 @@ class ArenaSettings(BaseSettings):
     # folder as the engine's host names it (docs/deploy.md).
     work_dir: Path | None = None
     sandbox_host_work_dir: Path | None = None
-    # Agents given as images (docs/agents.md): each unit's agent container gets this much
-    # memory, CPU and processes, and this long to open its socket.
+    # Agents given as images or run in the agent sandbox (docs/agents.md): each unit's agent
+    # gets this much memory (image: its container's cgroup; sandbox: the process's address
+    # space), CPU and processes, and this long to start answering.
     agent_memory_mb: int = Field(2048, ge=64, le=1 << 24)
     agent_cpus: float = Field(1.0, gt=0, le=1024, allow_inf_nan=False)
     agent_pids: int = Field(256, ge=16, le=1 << 22)
@@ -70,6 +71,29 @@ class ArenaSettings(BaseSettings):
     # `arena api`: bearer tokens (comma-separated) that may submit and cancel. None: the API's
     # write endpoints refuse (503); a secret, so never shown in a repr or a log.
     api_tokens: SecretStr = SecretStr("")
+    # The API reads at most this many bytes of a request body (413 beyond; docs/security.md).
+    api_max_body_bytes: int = Field(1 << 20, ge=1024, le=1 << 30)
+    # Serve /docs (Swagger UI, its assets from Arena's own package) and /openapi.json.
+    api_docs: bool = False
+
+    # Isolation (docs/security.md). Untrusted code (Python agents, checkpoints, race commands)
+    # runs in a bubblewrap jail; where none can start it is refused, unless the operator says
+    # here that every agent is trusted (then it runs unjailed, as the worker).
+    trust_agents: bool = False
+    # Local repositories a race may name: folders (comma-separated) a `repo:` path must lie
+    # under. Empty: the CLI's own user may name any (they are the operator), the API none.
+    repo_roots: str = ""
+    # URL schemes a race's `repo:` may use for a remote repository (comma-separated, e.g.
+    # "https"). Empty: no remote repositories. `ext::` and `file://` are never remotes.
+    repo_remotes: str = ""
+    # Most units one batch may expand to (checked before expansion).
+    max_units: int = Field(100_000, ge=1, le=100_000_000)
+
+    def repo_root_list(self) -> list[Path]:
+        return [Path(p.strip()) for p in self.repo_roots.split(",") if p.strip()]
+
+    def repo_remote_schemes(self) -> list[str]:
+        return [s.strip().lower() for s in self.repo_remotes.split(",") if s.strip()]
 
     def api_token_list(self) -> list[str]:
         return [t.strip() for t in self.api_tokens.get_secret_value().split(",") if t.strip()]

