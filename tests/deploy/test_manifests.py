@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import copy
 import fnmatch
+import json
 import re
 import secrets
 import shutil
@@ -719,3 +720,67 @@ def test_no_password_is_committed() -> None:
         if kustomize_tree and path.suffix in {".yaml", ".yml"}:
             kinds = {doc.get("kind") for doc in yaml.safe_load_all(text) if isinstance(doc, dict)}
             assert "Secret" not in kinds, f"{path}: a Secret written out"
+
+
+# ---------------------------------------------------------------------------------------------
+# Isolation (docs/security.md): jails in worker pods, Redis reachable by Arena's pods only
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_workers_run_under_arenas_seccomp_profile_and_nothing_else_does(
+    render: Callable[[str], list[Manifest]], name: str
+) -> None:
+    objects = render(name)
+    workers = {w["metadata"]["name"] for w in worker_deployments(objects)}
+    for workload in workloads(objects):
+        for container in containers(workload):
+            profile = container["securityContext"].get("seccompProfile")
+            if workload["metadata"]["name"] in workers:
+                # The profile that lets the worker make bubblewrap jails (the runtime's default
+                # refuses user namespaces): installed on nodes under this name (docs/deploy.md).
+                assert profile == {
+                    "type": "Localhost", "localhostProfile": "arena/arena-worker.json",
+                }, workload["metadata"]["name"]  # fmt: skip
+            else:
+                assert profile is None, workload["metadata"]["name"]  # the pod's RuntimeDefault
+
+
+def test_the_committed_worker_seccomp_profile_is_the_one_arena_defines() -> None:
+    from workers.sandbox.seccomp import JAIL_DENIED, WORKER_DENIED, worker_profile_json
+
+    committed = (DEPLOY / "seccomp" / "arena-worker.json").read_text()
+    assert committed == worker_profile_json()
+    profile = json.loads(committed)
+    assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
+    (denied,) = profile["syscalls"]
+    assert set(denied["names"]) == set(WORKER_DENIED) and denied["action"] == "SCMP_ACT_ERRNO"
+    # What a jail needs the worker to be allowed, the worker profile allows; the jail's own
+    # filter then refuses it inside.
+    needed_for_jails = {"unshare", "mount", "pivot_root", "umount2", "clone"}
+    assert not needed_for_jails & set(WORKER_DENIED)
+    assert needed_for_jails - {"clone"} <= set(JAIL_DENIED)
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_only_arenas_own_pods_may_reach_redis(
+    render: Callable[[str], list[Manifest]], name: str
+) -> None:
+    objects = render(name)
+    policy = get(objects, "NetworkPolicy", "redis-from-arena-only")
+    redis = get(objects, "StatefulSet", "redis")
+    redis_labels = redis["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= redis_labels.items()
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
+    (source,) = rule["from"]
+    assert set(source) == {"podSelector"}  # no namespaceSelector, no ipBlock: this namespace
+    (expression,) = source["podSelector"]["matchExpressions"]
+    allowed = set(expression["values"])
+    assert expression["key"] == "app.kubernetes.io/component" and expression["operator"] == "In"
+    # Every pod that holds the Redis URL is allowed; no other pod of the deployment is.
+    for workload in workloads(objects):
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        holds_url = any("ARENA_REDIS_URL" in env(c) for c in containers(workload))
+        selected = labels.get("app.kubernetes.io/component") in allowed
+        assert selected == holds_url, workload["metadata"]["name"]

@@ -64,8 +64,16 @@ class Jail:
     tmp_mb: int = DEFAULT_TMP_MB  # the private /tmp, a tmpfs (counts as memory, not disk)
     network: bool = False  # True shares the worker's network namespace (never for agents)
 
-    def argv(self, command: Sequence[str], bwrap: str | None = None) -> list[str]:
-        """`bwrap ... -- command...` for this jail."""
+    def argv(
+        self, command: Sequence[str], bwrap: str | None = None, *,
+        seccomp_fd: int | None = None, proc: bool | None = None,
+    ) -> list[str]:  # fmt: skip
+        """`bwrap ... -- command...` for this jail. `seccomp_fd`: a BPF filter for the jail
+        (workers.sandbox.seccomp.jail_filter; the caller passes the fd to bwrap and closes it).
+        `proc`: mount a /proc of the jail's own (default: where this host allows it, else the
+        jail has no /proc at all; see probe)."""
+        if proc is None:
+            proc = own_proc()
         args = [bwrap or bwrap_path(), "--unshare-all", "--die-with-parent", "--new-session"]
         if self.network:
             args.append("--share-net")
@@ -74,7 +82,7 @@ class Jail:
         for name, value in self.env.items():
             args += ["--setenv", name, value]
         args += _system_binds()
-        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--proc", "/proc", "--dev", "/dev"] if proc else ["--dev", "/dev"]
         args += ["--size", str(self.tmp_mb << 20), "--tmpfs", "/tmp"]
         for path in _outermost(self.readable):
             args += ["--ro-bind", str(path), str(path)]
@@ -83,6 +91,8 @@ class Jail:
             writable.append(self.workdir)
         for path in _outermost(writable):
             args += ["--bind", str(path), str(path)]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         args += ["--chdir", str(self.workdir), "--", *command]
         return args
 
@@ -128,27 +138,43 @@ def bwrap_path() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def probe() -> str | None:
-    """None when a jail starts here, else why not (cached for the process)."""
+def _probe() -> tuple[str | None, bool]:
+    """(why no jail can start here or None, whether a jail gets a /proc of its own)."""
     try:
         binary = bwrap_path()
     except BwrapUnavailable as exc:
-        return str(exc)
-    jail = Jail(workdir=Path("/tmp"), env={"PATH": "/usr/bin:/bin"})
-    try:
-        done = subprocess.run(
-            jail.argv(["/bin/sh", "-c", "exit 0"], bwrap=binary), capture_output=True,
-            timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap ({binary}) could not run: {exc}"
-    if done.returncode != 0:
-        why = " ".join(done.stderr.decode(errors="replace").split())[:300]
-        return (
-            f"bubblewrap ({binary}) cannot make a sandbox here: {why or done.returncode} "
-            "(user namespaces refused? in a container, allow them in its seccomp profile)"
-        )
-    return None
+        return str(exc), False
+    jail = Jail(workdir=Path("/"), readable=[Path("/")], env={"PATH": "/usr/bin:/bin"})
+    why = ""
+    # A container whose /proc has masked paths (Docker's default) forbids mounting a fresh
+    # /proc in a user namespace: the jail then has no /proc at all, which hides more, not less.
+    for proc in (True, False):
+        try:
+            done = subprocess.run(
+                jail.argv(["/bin/sh", "-c", "exit 0"], bwrap=binary, proc=proc),
+                capture_output=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap ({binary}) could not run: {exc}", False
+        if done.returncode == 0:
+            return None, proc
+        why = why or " ".join(done.stderr.decode(errors="replace").split())[:300]
+    return (
+        f"bubblewrap ({binary}) cannot make a sandbox here: {why or 'it failed'} (user "
+        "namespaces refused? in a container, use deploy/seccomp/arena-worker.json as its "
+        "seccomp profile: docs/deploy.md)"
+    ), False
+
+
+def probe() -> str | None:
+    """None when a jail starts here, else why not (tried once per process)."""
+    return _probe()[0]
+
+
+def own_proc() -> bool:
+    """Whether jails here get a /proc of their own (False: none at all)."""
+    return _probe()[1]
 
 
 def require() -> str:
