@@ -773,8 +773,13 @@ def test_only_arenas_own_pods_may_reach_redis(
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= redis_labels.items()
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
-    (source,) = rule["from"]
+    source, keda = rule["from"]
     assert set(source) == {"podSelector"}  # no namespaceSelector, no ipBlock: this namespace
+    # KEDA's operator reads the queues' lengths from its own namespace, and nothing else there.
+    assert keda == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "keda-operator"}},
+    }
     (expression,) = source["podSelector"]["matchExpressions"]
     allowed = set(expression["values"])
     assert expression["key"] == "app.kubernetes.io/component" and expression["operator"] == "In"
