@@ -243,10 +243,18 @@ def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
     services = yaml.safe_load(resolved.stdout)["services"]
     assert set(services) == {"redis", "worker-cpu", "worker-gpu", "beat", "api", "prometheus"}
     api = services["api"]
-    assert api["environment"]["ARENA_API_TOKENS"] == "t0ken" and "volumes" not in api
+    assert api["environment"]["ARENA_API_TOKENS"] == "t0ken"
     assert api["ports"] == ["127.0.0.1:8000:8000/tcp"]
     beat = services["beat"]
-    assert beat["command"] == "arena beat" and "volumes" not in beat and beat["cap_drop"] == ["ALL"]
+    assert beat["command"] == "arena beat" and beat["cap_drop"] == ["ALL"]
+    # Every service that validates or clones a race's repository takes local ones only from the
+    # repos folder, which it mounts read-only (and nothing else: no socket, no work folder).
+    for name in ("api", "beat", "worker-cpu", "worker-gpu"):
+        assert services[name]["environment"]["ARENA_REPO_ROOTS"] == "/srv/arena/repos", name
+        mounts = {v.split(":")[1]: v for v in services[name]["volumes"]}
+        assert mounts["/srv/arena/repos"] == "/srv/arena/repos:/srv/arena/repos:ro", name
+        if name in ("api", "beat"):
+            assert set(mounts) == {"/srv/arena/repos"}, name
     redis = services["redis"]["command"]
     assert redis[redis.index("--requirepass") + 1] == "0123abcd"
     assert redis[redis.index("--appendonly") + 1] == "yes"
@@ -257,6 +265,10 @@ def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
         assert worker["environment"]["ARENA_SANDBOX"] == "docker"
         assert worker["environment"]["ARENA_REDIS_URL"] == "redis://:0123abcd@redis:6379/0"
         assert worker["group_add"] == ["999"] and "depends_on" not in worker
+        # Arena's seccomp profile, so the worker can make the jails of untrusted agents.
+        options = {o.replace(":", "=", 1) for o in worker["security_opt"]}
+        assert "seccomp=./deploy/seccomp/arena-worker.json" in options
+        assert "no-new-privileges=true" in options
     assert "--queues gpu" in services["worker-gpu"]["command"]
     (device,) = services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"]
     assert device["capabilities"] == ["gpu"] and device["driver"] == "nvidia"
