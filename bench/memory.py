@@ -131,7 +131,7 @@ def make_batch(workload: str, mario_steps: int, tmp: Path) -> Any:
         branches = ["clean", "adds-tests", "breaks-test", "lint-errors"]
         spec = {"workload": "race", "task": "bench-memory", "repo": str(repo.path),
                 "agents": agent_spec_entries(repo, branches)}  # fmt: skip
-        return validate_batch(spec)
+        return validate_batch(spec, asker="operator")  # a benchmark is the operator's run
     spec = load_spec_file(ROOT / "examples" / f"{workload}.yaml")
     if workload == "mario":
         spec["agents"] = ["right", "jump-right"]

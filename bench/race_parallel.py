@@ -93,7 +93,7 @@ def make_batch(repo: RaceRepo, branches: list[str]) -> ValidatedBatch:
         "workload": "race", "task": "bench", "repo": str(repo.path),
         "agents": agent_spec_entries(repo, branches),
     }  # fmt: skip
-    return validate_batch(spec)
+    return validate_batch(spec, asker="operator")  # a benchmark is the operator's run
 
 
 def on_cluster(

@@ -87,7 +87,9 @@ def parse_entry(data: Any) -> ScheduleEntry:
     except ValidationError as exc:
         raise InputError(describe_validation_error(exc)) from None
     try:
-        validate_batch(spec_for_slot(entry, datetime.now(UTC)))
+        # Validated as `arena beat` will fire it, unattended: what it may name is a schedule's
+        # (tasks/repo_policy.py), whoever adds it.
+        validate_batch(spec_for_slot(entry, datetime.now(UTC)), asker="schedule")
     except InputError as exc:
         raise InputError(f"spec: {exc}") from None
     return entry
@@ -117,7 +119,7 @@ class Schedules:
 
     def fire(self, entry: ScheduleEntry, slot: datetime, **options: Any) -> Submission:
         """Submit (or resume) the batch of this scheduled time."""
-        batch = validate_batch(spec_for_slot(entry, slot))
+        batch = validate_batch(spec_for_slot(entry, slot), asker="schedule")
         return submit(self.store, batch, run_id=run_id(entry, slot), **options)
 
     def fire_due(self, now: datetime, **options: Any) -> list[tuple[str, Submission]]:

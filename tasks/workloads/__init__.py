@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tasks.identity import BatchIdentity, batch_identity
+from tasks.repo_policy import Asker
+from tasks.settings import ArenaSettings, current_settings, load_settings
 from tasks.spec import BatchSpec
 from tasks.validation import InputError, describe_validation_error
 from tasks.workloads.base import ValidatedBatch, Workload, normalise
@@ -52,14 +54,41 @@ def _each(model: type[BaseModel], values: list[Any], where: str) -> list[Any]:
     return parsed
 
 
-def validate_batch(data: Any, identity: BatchIdentity | None = None) -> ValidatedBatch:
+def _settings() -> ArenaSettings:
+    try:
+        return current_settings()
+    except ValidationError:
+        return load_settings()  # raises the one-line InputError naming the variable
+
+
+def _check_size(
+    workload: Workload, spec: BatchSpec, agents: list[Any], items: list[Any], params: Any
+) -> None:
+    """The cap on a batch, from the spec alone: a batch of 10^10 units is refused before one
+    unit is made (ARENA_MAX_UNITS)."""
+    limit = _settings().max_units
+    count = workload.unit_count(agents, items, params, spec.protocol)
+    if count.total > limit:
+        raise InputError(
+            f"protocol: the batch would be {count.total:,} units ({count.formula}), over the "
+            f"limit of {limit:,} (ARENA_MAX_UNITS); split it into smaller batches"
+        )
+
+
+def validate_batch(
+    data: Any, identity: BatchIdentity | None = None, *, asker: Asker = "token-holder"
+) -> ValidatedBatch:
     """The whole spec checked (generic shape, then the workload's parts; errors name the field)
     and identified: every agent fingerprinted, unless `identity` (stored at submission) is
-    given — a reducer rebuilds the batch a submitter identified, it never re-fingerprints."""
+    given — a reducer rebuilds the batch a submitter identified, it never re-fingerprints.
+
+    `asker`: who submits it. It decides what the spec may name (tasks/repo_policy.py); the
+    default is the most restricted front door, a token holder of the HTTP API, so a caller
+    that forgets to say gets the strict rule. The operator's CLI says "operator"."""
     if not isinstance(data, dict):
         raise InputError("spec: expected a mapping with workload, agents, items, protocol")
     if isinstance(data.get("workload"), str) and data["workload"] in workloads():
-        data = workloads()[data["workload"]].coerce_spec(data)
+        data = workloads()[data["workload"]].coerce_spec(data, asker)
     try:
         spec = BatchSpec.model_validate(data)
     except ValidationError as exc:
@@ -76,6 +105,9 @@ def validate_batch(data: Any, identity: BatchIdentity | None = None) -> Validate
         params = workload.params_model.model_validate(spec.params)
     except ValidationError as exc:
         raise InputError(describe_validation_error(exc, prefix="params.")) from None
+    if identity is None:  # a stored batch is rebuilt as it was accepted
+        _check_size(workload, spec, agents, items, params)
+        items = workload.admit(items, asker)
     normalised = normalise(spec, agents, items, params)
     if identity is None:
         fingerprints = workload.fingerprint_agents(agents, items, params)

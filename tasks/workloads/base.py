@@ -14,7 +14,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tasks.identity import BatchIdentity
-from tasks.spec import BatchSpec, derive_seed
+from tasks.repo_policy import Asker
+from tasks.spec import BatchSpec, Protocol, derive_seed
 from tasks.validation import InputError
 from workers.fingerprint import (
     AgentFingerprint,
@@ -117,6 +118,15 @@ class IntervalSpec(BaseModel):
     fmt: ColumnFormat = "number"
 
 
+class UnitCount(BaseModel):
+    """How many units a spec expands to, and the product that says why (for the refusal)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    total: int
+    formula: str  # "3 agents × 2 items × 16 episodes"
+
+
 class ValidatedBatch(BaseModel):
     """A spec whose workload-specific parts passed the workload's models, and its identity."""
 
@@ -174,10 +184,29 @@ class Workload(ABC):
     table_columns: ClassVar[tuple[Column, ...]] = ()
     errors_column: ClassVar[Column | None] = None
 
-    def coerce_spec(self, data: dict[str, Any]) -> dict[str, Any]:
+    def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
         """A workload whose spec has its own shape (a race: task, repo, scoring) maps it onto
-        the generic one here; the stored, normalised spec is always the generic shape."""
+        the generic one here; the stored, normalised spec is always the generic shape. `asker`:
+        who submits it (what it may name depends on it: tasks/repo_policy.py)."""
         return data
+
+    def admit(self, items: list[Any], asker: Asker) -> list[Any]:
+        """The validated items as the workers will use them, once `asker` may name what they
+        name (a race's repository); InputError naming the field otherwise. Runs at submission,
+        before anything reads what the items name."""
+        return items
+
+    def unit_count(
+        self, agents: list[Any], items: list[Any], params: Any, protocol: Protocol
+    ) -> UnitCount:
+        """How many units `expand` would make, computed without making them (the cap on a
+        batch, ARENA_MAX_UNITS, is checked before expansion)."""
+        total = len(agents) * len(items) * protocol.episodes
+        return UnitCount(
+            total=total,
+            formula=f"{len(agents):,} agents × {len(items):,} items × "
+            f"{protocol.episodes:,} episodes",
+        )
 
     def coerce_agent(self, raw: str | dict[str, Any]) -> dict[str, Any]:
         """A bare string names a built-in agent."""

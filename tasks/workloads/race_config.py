@@ -13,18 +13,16 @@ CONFIG_FILE = "hydra.toml"
 
 
 def read_hydra_toml(repo: str, base: str) -> dict[str, Any]:
-    """The [scoring] table of hydra.toml on `base` (local repositories; give a URL's race a
-    `scoring` block in its spec)."""
-    from workers.race.git import GitError, git, is_local
+    """The [scoring] table of hydra.toml on `base` of `repo`, a local repository the asker may
+    name (tasks/repo_policy.py has admitted it); give a URL's race a `scoring` block."""
+    from workers.race.git import GitError, is_local, read_file
 
     where = f"{repo} ({base})"
     if not is_local(repo):
         raise InputError(f"scoring: give a scoring block (hydra.toml is read only from a local "
                          f"repository, not {repo})")  # fmt: skip
-    if not Path(repo).is_dir():
-        raise InputError(f"repo: {repo} does not exist")
     try:
-        text = git("show", f"{base}:{CONFIG_FILE}", cwd=Path(repo))
+        text = read_file(Path(repo), base, CONFIG_FILE)
     except GitError as exc:
         raise InputError(
             f"scoring: no scoring block in the spec, and no {CONFIG_FILE} on {where} "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,13 @@ def composite(scores: dict[str, float]) -> float:
 def embedded_env(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
     return {**env, "ARENA_DATA_DIR": str(data_dir), "ARENA_WORKERS": "2", "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(autouse=True)
+def repo_roots(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """validate_batch's default asker is a token holder, who names only repositories under
+    ARENA_REPO_ROOTS: every repository here is built under pytest's temporary folder."""
+    monkeypatch.setenv("ARENA_REPO_ROOTS", str(tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture
@@ -186,9 +194,12 @@ def test_a_command_that_is_not_installed_is_an_error_result(tmp_path: Path):
 def test_an_unreachable_repository_is_an_error_result_and_the_race_still_reduces(
     tmp_path: Path,
 ):
-    spec = race_spec(tmp_path / "missing", test_command="true")
-    batch = validate_batch(spec)  # the workers may see what the submitter cannot: not refused
-    assert batch.identity.agents["a"].kind == "unversioned"
+    """A repository gone by the time the workers clone it (a missing one is refused at
+    submission: tests/security/test_hostile_specs.py)."""
+    repo = make_python_repo(tmp_path / "repo")
+    spec = race_spec(repo.path, test_command="true")
+    batch = validate_batch(spec)
+    shutil.rmtree(repo.path)
     results = execute_batch(batch)
     assert [r.status for r in results] == ["error"] * 3
     assert "does not exist" in (results[1].reason or "") or "failed" in (results[1].reason or "")

@@ -1,5 +1,9 @@
 """`arena race merge`: the winner's scored commit merged into the base branch of the user's
-repository, with the user's own git identity and configuration (it is their repository)."""
+repository, with the user's own git identity and configuration (it is their repository).
+
+Which repository may be merged into is the caller's to check (tasks/repo_policy.py: under
+ARENA_REPO_ROOTS); here the base and the commit cannot become options (`--`,
+`--end-of-options`), and no git process or hook sees Arena's settings (ARENA_*)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from workers.race.git import GitError, git
+from workers.race.git import GitError, git, user_environment
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -27,9 +31,11 @@ def _worktree_of(repo: Path, base: str) -> Path | None:
 
 def _merge_in(worktree: Path, commit: str, message: str) -> None:
     try:
-        _git("merge", "--no-ff", "--no-edit", "-m", message, commit, cwd=worktree)
+        _git("merge", "--no-ff", "--no-edit", "-m", message, "--end-of-options", commit,
+             cwd=worktree)  # fmt: skip
     except GitError as exc:
-        subprocess.run(["git", "merge", "--abort"], cwd=worktree, capture_output=True, check=False)
+        subprocess.run(["git", "merge", "--abort"], cwd=worktree, env=user_environment(),
+                       capture_output=True, check=False)  # fmt: skip
         raise GitError(
             f"{exc} (nothing was merged; merge by hand: git merge {commit[:12]})"
         ) from None
@@ -47,9 +53,9 @@ def merge_into(repo: Path, base: str, commit: str, message: str) -> str:
         return _git("rev-parse", "HEAD", cwd=checked_out).strip()
     with tempfile.TemporaryDirectory(prefix="arena-merge-") as scratch:
         worktree = Path(scratch) / "base"
-        _git("worktree", "add", "--quiet", str(worktree), base, cwd=repo)
+        _git("worktree", "add", "--quiet", "--", str(worktree), base, cwd=repo)
         try:
             _merge_in(worktree, commit, message)
             return _git("rev-parse", "HEAD", cwd=worktree).strip()
         finally:
-            _git("worktree", "remove", "--force", str(worktree), cwd=repo)
+            _git("worktree", "remove", "--force", "--", str(worktree), cwd=repo)
