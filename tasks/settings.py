@@ -49,6 +49,9 @@ class ArenaSettings(BaseSettings):
     # Memory limit of a race check's commands, in MiB (local: per process; docker: the
     # container's cgroup). 0: no limit.
     sandbox_memory_mb: int = Field(8192, ge=0, le=1 << 24)
+    # Disk a race check may fill in its work dir, in MiB (local sandbox: the helper measures
+    # the work dir and kills the command past it). 0: no limit.
+    sandbox_disk_mb: int = Field(10240, ge=0, le=1 << 30)
     # Docker sandbox: the image commands run in (it must hold the race's toolchain), CPUs per
     # container (0: no limit) and processes per container (the fork-bomb cap).
     sandbox_image: str = Field("arena-worker-cpu:latest", min_length=1)

@@ -11,10 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from scoring.race import (
     BuildOutcome,
@@ -31,22 +37,23 @@ from scoring.race_measures import (
     score_race,
 )
 from scoring.race_measures import DiffStats as ScoredDiff
-from tasks.spec import SpecModel
+from tasks.spec import Protocol, SpecModel
 from tasks.validation import InputError, describe_validation_error
 from tasks.workloads.base import (
     Column,
     LeaderboardEntry,
     Reduction,
     Unit,
+    UnitCount,
     UnitResult,
     ValidatedBatch,
     Workload,
 )
 from tasks.workloads.race_config import read_hydra_toml
 from workers.fingerprint import AgentFingerprint, commit_fingerprint, unversioned_fingerprint
-from workers.race.git import is_local
 
 if TYPE_CHECKING:
+    from tasks.repo_policy import Asker, RepoPolicy
     from tasks.settings import ArenaSettings
     from workers.sandbox import Sandbox
 
@@ -56,13 +63,25 @@ AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}[A-Z
 
 
 def _git_ref(ref: str) -> str:
-    """A git ref as a race names it: no spaces, no "..", no leading "-" (an option to git)."""
+    """A git ref as a race names it: no spaces or control characters (the pattern), no "..",
+    no leading "-" (an option to git)."""
     if ref.startswith("-") or ".." in ref:
         raise ValueError("a branch, tag or commit (no leading '-', no '..')")
     return ref
 
 
 GitRef = Annotated[str, Field(pattern=r"^[A-Za-z0-9._/@+-]{1,200}$"), AfterValidator(_git_ref)]
+GIT_REF = TypeAdapter(GitRef)
+
+
+def checked_ref(ref: Any, field: str) -> str:
+    """A ref from a stored spec checked again (a worker, a merge): InputError naming `field`."""
+    try:
+        return GIT_REF.validate_python(ref)
+    except ValidationError as exc:
+        raise InputError(describe_validation_error(exc, prefix=f"{field}.")) from None
+
+
 Command = Annotated[str, Field(min_length=1, max_length=4096)] | None
 
 
@@ -174,17 +193,17 @@ class RaceWorkload(Workload):
         Column(key="scores.speed", header="Speed"),
     )
 
-    def coerce_spec(self, data: dict[str, Any]) -> dict[str, Any]:
+    def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
         if "items" in data or "params" in data:
-            return data  # the generic shape (a stored spec)
+            return data  # the generic shape (a stored spec); `admit` checks its repository
         top = {k: v for k, v in data.items() if k not in GENERIC_KEYS}
         try:
             race = RaceSpecTop.model_validate(top)
         except ValidationError as exc:
             raise InputError(describe_validation_error(exc)) from None
-        repo = race.repo
-        if is_local(repo):  # the workers' working directory may not be the submitter's
-            repo = str(Path(repo).expanduser().resolve())
+        # Before hydra.toml is read from it; a local path becomes absolute (the workers'
+        # working directory may not be the submitter's).
+        repo = repo_policy(asker).admit(race.repo)
         if race.scoring is not None:
             scoring, where = race.scoring, "scoring."
         else:
@@ -196,6 +215,17 @@ class RaceWorkload(Workload):
         generic = {k: data[k] for k in GENERIC_KEYS if k in data}
         item = {"name": ITEM, "task": race.task, "repo": repo, "base": race.base}
         return {**generic, "items": [item], "params": scoring}
+
+    def admit(self, items: list[Any], asker: Asker) -> list[Any]:
+        """Each item's repository as `asker` may name it (the shorthand's was checked before
+        its hydra.toml was read; a spec in the generic shape is checked here)."""
+        policy = repo_policy(asker)
+        return [i.model_copy(update={"repo": policy.admit(i.repo)}) for i in items]
+
+    def unit_count(
+        self, agents: list[Any], items: list[Any], params: Any, protocol: Protocol
+    ) -> UnitCount:
+        return UnitCount(total=len(agents) + 1, formula=f"{len(agents):,} agents + the baseline")
 
     def check(self, batch: ValidatedBatch) -> None:
         protocol, params = batch.spec.protocol, batch.params
@@ -271,6 +301,10 @@ class RaceWorkload(Workload):
         params = RaceParams.model_validate(unit.payload["params"])
         item = RaceItem.model_validate(unit.payload["item"])
         settings = load_settings()
+        # Checked again here: a spec in Redis is only as trusted as whoever could write it,
+        # and this worker's settings are the ones that say what it may read.
+        repo = repo_policy("worker", settings).admit(item.repo, must_exist=False)
+        branch = checked_ref(unit.payload["agent"]["branch"], "branch")
         fingerprint = unit.agent_fingerprint
         commands = CheckCommands(
             build=params.build_command, tests=params.test_command, lint=params.lint_command,
@@ -278,7 +312,7 @@ class RaceWorkload(Workload):
             junit_xml=params.junit_xml, linter=params.linter,
         )  # fmt: skip
         result = run_check(
-            item.repo, unit.payload["agent"]["branch"], item.base, commands,
+            repo, branch, item.base, commands,
             sandbox_from(settings),
             role="baseline" if unit.agent == BASELINE else "agent",
             expected_commit=fingerprint.digest if fingerprint and fingerprint.kind == "commit"
@@ -286,6 +320,7 @@ class RaceWorkload(Workload):
             limits=SandboxLimits(
                 memory_mb=settings.sandbox_memory_mb or None, processes=settings.sandbox_pids,
                 cpus=settings.sandbox_cpus or None, network=params.network,
+                disk_mb=settings.sandbox_disk_mb or None,
             ),
             workdir_root=settings.work_dir,
         )  # fmt: skip
@@ -374,13 +409,24 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
     return summary
 
 
+def repo_policy(asker: Asker, settings: ArenaSettings | None = None) -> RepoPolicy:
+    """What `asker` may name as a race's repository, from the operator's settings."""
+    from tasks.repo_policy import RepoPolicy
+    from tasks.settings import load_settings
+
+    return RepoPolicy.of(settings or load_settings(), asker)
+
+
 def sandbox_from(settings: ArenaSettings) -> Sandbox:
-    """The sandbox the settings choose for race commands (docs/sandbox.md)."""
+    """The sandbox the settings choose for race commands (docs/sandbox.md): the local one is a
+    bubblewrap jail; where none can start, it refuses every command (an infrastructure error
+    naming the fix) unless ARENA_TRUST_AGENTS says the agents are trusted (then unjailed)."""
     from workers.sandbox import get_sandbox
+    from workers.sandbox.local import local_sandbox
 
     if settings.sandbox == "docker":
         return get_sandbox(
             "docker", image=settings.sandbox_image, network_mode=settings.sandbox_network_mode,
             work_dir=settings.work_dir, host_work_dir=settings.sandbox_host_work_dir,
         )  # fmt: skip
-    return get_sandbox("local")
+    return local_sandbox(trust_agents=settings.trust_agents)

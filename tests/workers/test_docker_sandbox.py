@@ -236,6 +236,36 @@ def test_no_writes_outside_the_workdir(sandbox, docker_workdir: Path, tmp_path: 
     assert (made.stat().st_uid, made.stat().st_gid) == (os.getuid(), os.getgid())
 
 
+def test_a_checkout_cannot_rewrite_the_repository_it_was_cloned_from(
+    sandbox, docker_workdir: Path, tmp_path: Path
+):
+    """A local clone hard-links the source's object files: the checkout's .git is read-only in
+    the container, so a command cannot reach the source through them."""
+    import subprocess
+
+    source = tmp_path / "source"
+    source.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", str(source)], check=True)
+    (source / "a.txt").write_text("the base\n")
+    subprocess.run([*git, "-C", str(source), "add", "a.txt"], check=True)
+    subprocess.run([*git, "-C", str(source), "commit", "-qm", "base"], check=True)
+    checkout = docker_workdir / "checkout"
+    subprocess.run(["git", "clone", "-q", str(source), str(checkout)], check=True)
+    objects = sorted(p for p in (source / ".git" / "objects").rglob("*") if p.is_file())
+    before = {p: p.read_bytes() for p in objects}
+    assert any((checkout / ".git" / "objects" / p.relative_to(source / ".git" / "objects"))
+               .stat().st_ino == p.stat().st_ino for p in objects)  # fmt: skip
+    attack = (
+        "for f in $(find .git/objects -type f); do chmod u+w $f; echo x > $f; done; "
+        "echo hook > .git/hooks/post-merge; echo done"
+    )
+    result = sandbox.run(attack, checkout, timeout_s=30)
+    assert "Read-only file system" in result.output
+    assert {p: p.read_bytes() for p in objects} == before
+    assert not (source / ".git" / "hooks" / "post-merge").exists()
+
+
 def test_a_fork_bomb_is_stopped_by_the_pids_limit(sandbox, docker_workdir: Path):
     (docker_workdir / "forks.py").write_text(FORK_LOOP)
     limits = SandboxLimits(processes=50)

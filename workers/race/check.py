@@ -19,7 +19,7 @@ from scoring.race import LintCounts, TestCounts
 from scoring.race_lint import parse_lint_output
 from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
-from workers.race.git import checkout, clone, commit_of, diff_stats
+from workers.race.git import checkout, clone, commit_of, diff_stats, git
 from workers.sandbox import (
     CommandResult,
     Sandbox,
@@ -27,6 +27,7 @@ from workers.sandbox import (
     SandboxSession,
     SandboxUnavailable,
 )
+from workers.sandbox.base import URL_WITH_USER
 
 TAIL_CHARS = 2_000  # of each command's output, kept with the result; the whole goes to the log
 MAX_JUNIT_BYTES = 16 * 1024 * 1024
@@ -90,6 +91,13 @@ class CheckResult(BaseModel):
     checkout_s: float
 
 
+def forget_credentials(workdir: Path, repo: str) -> None:
+    """A repository URL with a user or password is kept by the clone in .git/config, which the
+    commands can read: the checkout forgets its origin (everything is checked out by now)."""
+    if URL_WITH_USER.search(repo):
+        git("remote", "remove", "origin", cwd=workdir)
+
+
 def _run(
     session: SandboxSession, which: str, command: str, commands: CheckCommands,
     echo: Callable[[str], None],
@@ -151,6 +159,9 @@ def run_check(
 ) -> CheckResult:
     """Check `ref` of `repo` (at `expected_commit`, the commit resolved at submission, when
     given) against `base`; the checkout is removed afterwards whatever happens."""
+    refused = sandbox.unavailable()
+    if refused is not None:  # no clone for nothing: the unit is an infrastructure error
+        raise SandboxUnavailable(refused)
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="arena-race-", dir=workdir_root))
     try:
@@ -164,6 +175,7 @@ def run_check(
         if base_commit is None:
             raise CheckError(f"base {base!r} not found in {repo}")
         checkout(workdir, commit)
+        forget_credentials(workdir, repo)
         result = CheckResult(
             role=role, ref=ref, commit=commit, base_commit=base_commit,
             diff=diff_stats(workdir, base_commit, commit) if role == "agent" else

@@ -13,6 +13,7 @@ between them (the Docker sandbox: one container per session instead of one per c
 from __future__ import annotations
 
 import os
+import re
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -22,13 +23,26 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Arena's own settings and the worker's credentials never reach a command (docs/sandbox.md).
-SCRUBBED_PREFIXES = ("ARENA_", "CELERY_", "REDIS_", "PROMETHEUS_", "AWS_", "GOOGLE_", "AZURE_")
-SCRUBBED_NAMES = frozenset({"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"})
-SCRUBBED_PARTS = (
-    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "APIKEY", "PRIVATE_KEY",
-    "ACCESS_KEY", "SESSION_KEY",
+# Arena's own settings and the worker's credentials never reach a command (docs/sandbox.md):
+# its services, the cloud's, the agents and sockets that act for the worker's user (ssh-agent,
+# gpg-agent, the Docker engine, a Kubernetes config), files of passwords, git's own settings
+# (credential helpers, extra headers), and any URL that carries a user or password.
+SCRUBBED_PREFIXES = (
+    "ARENA_", "CELERY_", "REDIS_", "PROMETHEUS_", "AWS_", "GOOGLE_", "AZURE_", "DOCKER_",
+    "SSH_", "GPG_", "KUBE", "GIT_CONFIG", "VAULT_",
 )  # fmt: skip
+SCRUBBED_NAMES = frozenset({
+    "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "REDISCLI_AUTH", "DATABASE_URL", "NETRC",
+    "PGPASSFILE", "PGSERVICEFILE", "MYSQL_PWD", "GIT_ASKPASS", "BOTO_CONFIG",
+    "NPM_CONFIG_USERCONFIG", "CLOUDSDK_CONFIG",
+})  # fmt: skip
+SCRUBBED_PARTS = (
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "API_KEY", "APIKEY",
+    "PRIVATE_KEY", "ACCESS_KEY", "SESSION_KEY", "_AUTH_",
+)  # fmt: skip
+SCRUBBED_SUFFIXES = ("_AUTH", "_DSN")  # REDISCLI_AUTH, NPM_CONFIG__AUTH, SENTRY_DSN (not AUTHOR)
+# scheme://user@host or scheme://user:password@host, in any variable's value.
+URL_WITH_USER = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s@]+@", re.IGNORECASE)
 DEFAULT_MAX_OUTPUT_BYTES = 1_048_576
 
 
@@ -39,16 +53,21 @@ class SandboxLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    memory_mb: int | None = 4096  # address space (RLIMIT_AS) per process
+    # Local: the address space of each process (RLIMIT_AS) and, jailed, the resident memory of
+    # all of them together; Docker: the container's cgroup.
+    memory_mb: int | None = 4096
     cpu_s: int | None = None  # RLIMIT_CPU; None: none beyond the deadline
     file_size_mb: int | None = 1024  # RLIMIT_FSIZE; the captured output counts too
     open_files: int | None = 4096  # RLIMIT_NOFILE
-    # RLIMIT_NPROC counts every process of the user, and the kernel does not enforce it for
-    # root (a worker container often runs as root): a cap on fork bombs, not a guarantee.
+    # RLIMIT_NPROC, which the kernel does not enforce for root; the local sandbox's jail also
+    # counts its processes and threads and kills it past this (docs/sandbox.md, "Limits").
     processes: int | None = 1024
-    # Docker only (the local sandbox cannot confine them): CPUs the container may use, and
-    # whether it may reach the network at all (the local sandbox always can).
+    # Local sandbox, jailed: the work dir's whole size (what the command writes and the files
+    # it holds open after deleting them); past it, the jail is killed. Docker: not enforced.
+    disk_mb: int | None = 10240
+    # Docker only: CPUs the container may use.
     cpus: float | None = Field(None, gt=0)
+    # Whether commands may reach the network at all (the local jail then shares the worker's).
     network: bool = False
 
 
@@ -91,6 +110,11 @@ class Sandbox(ABC):
 
         `env` is the base environment (default: the worker's), scrubbed either way by
         `scrubbed_environment`; `limits` None means `SandboxLimits()` (the defaults)."""
+
+    def unavailable(self) -> str | None:
+        """Why this sandbox cannot run untrusted commands here (each `run` then returns it as
+        an infrastructure error), or None. A caller may ask first and skip wasted work."""
+        return None
 
     def session(
         self, workdir: Path, limits: SandboxLimits | None = None, *,
@@ -157,6 +181,7 @@ def is_scrubbed(name: str) -> bool:
     return (
         upper in SCRUBBED_NAMES
         or upper.startswith(SCRUBBED_PREFIXES)
+        or upper.endswith(SCRUBBED_SUFFIXES)
         or any(part in upper for part in SCRUBBED_PARTS)
     )
 
@@ -167,7 +192,11 @@ def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str
     directory of this interpreter first on PATH: `python`, `pytest` or `ruff` in a check are
     the worker environment's unless the command names another."""
     source = os.environ if base is None else base
-    env = {name: value for name, value in source.items() if not is_scrubbed(name)}
+    env = {
+        name: value
+        for name, value in source.items()
+        if not is_scrubbed(name) and not URL_WITH_USER.search(value)
+    }
     env["CI"] = "true"
     env["TERM"] = "dumb"
     bin_dir = os.path.dirname(sys.executable)
@@ -180,8 +209,8 @@ def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str
 
 def get_sandbox(kind: str = "local", **options: Any) -> Sandbox:
     """The sandbox a setting names, made with `options` (its constructor's keyword arguments):
-    "local" (processes of the worker's user) or "docker" (a sibling container per session, the
-    isolation boundary for untrusted code)."""
+    "local" (a bubblewrap jail per command; `jail=False`: unjailed processes of the worker's
+    user, for trusted code) or "docker" (a sibling container per session)."""
     if kind == "local":  # imported here: each backend's module imports this one
         from workers.sandbox.local import LocalSandbox
 

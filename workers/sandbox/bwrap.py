@@ -38,11 +38,14 @@ ETC_ENTRIES = (
     "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group",
     "nsswitch.conf", "hosts", "localtime", "timezone", "ssl/certs", "ca-certificates",
     "ca-certificates.conf", "mime.types", "os-release", "debian_version", "profile",
-    "java-17-openjdk", "gitconfig", "pip.conf", "xdg/pip",
+    "java-17-openjdk",
 )  # fmt: skip
+# Not /etc/pip.conf, /etc/xdg/pip, /etc/gitconfig, /etc/netrc and the like: an operator's index
+# or remote credentials live there, and a jail has no network to use them on anyway.
 # What a command may find in its environment when the caller passes nothing else.
 DEFAULT_ENV_NAMES = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
 DEFAULT_TMP_MB = 512
+SHM_MB = 64  # /dev/shm (POSIX semaphores, shared memory), at most tmp_mb
 PROBE_TIMEOUT_S = 10.0
 
 
@@ -63,6 +66,8 @@ class Jail:
     env: Mapping[str, str] = field(default_factory=dict)
     tmp_mb: int = DEFAULT_TMP_MB  # the private /tmp, a tmpfs (counts as memory, not disk)
     network: bool = False  # True shares the worker's network namespace (never for agents)
+    # Device nodes bound as they are (--dev-bind), e.g. /dev/nvidia* for an agent on a GPU.
+    devices: Sequence[Path] = ()
 
     def argv(
         self, command: Sequence[str], bwrap: str | None = None, *,
@@ -83,17 +88,19 @@ class Jail:
             args += ["--setenv", name, value]
         args += _system_binds()
         args += ["--proc", "/proc", "--dev", "/dev"] if proc else ["--dev", "/dev"]
-        args += ["--size", str(self.tmp_mb << 20), "--tmpfs", "/tmp"]
-        for path in _outermost(self.readable):
-            args += ["--ro-bind", str(path), str(path)]
+        for device in self.devices:
+            args += ["--dev-bind", str(device), str(device)]
+        # The root and /dev are tmpfs of bwrap's own, writable and as large as half the
+        # machine's memory: /dev/shm gets a size of its own, and both are made read-only.
+        args += ["--size", str(min(self.tmp_mb, SHM_MB) << 20), "--tmpfs", "/dev/shm"]
+        args += ["--remount-ro", "/dev", "--size", str(self.tmp_mb << 20), "--tmpfs", "/tmp"]
         writable = [*self.writable]
         if not any(_is_under(self.workdir, p) for p in [*self.readable, *writable]):
             writable.append(self.workdir)
-        for path in _outermost(writable):
-            args += ["--bind", str(path), str(path)]
+        args += _binds(self.readable, writable)
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
-        args += ["--chdir", str(self.workdir), "--", *command]
+        args += ["--remount-ro", "/", "--chdir", str(self.workdir), "--", *command]
         return args
 
 
@@ -209,6 +216,16 @@ def _is_system(path: Path) -> bool:
 
 def _is_under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
+
+
+def _binds(readable: Iterable[Path], writable: Iterable[Path]) -> list[str]:
+    """The --ro-bind and --bind arguments, outer paths first: a path inside another keeps its
+    own mode (a read-only folder inside the writable work dir stays read-only; at the same path
+    read-only wins)."""
+    binds = [(p, "--ro-bind") for p in _outermost(readable)]
+    binds += [(p, "--bind") for p in _outermost(writable)]
+    binds.sort(key=lambda bind: (len(bind[0].parts), bind[1] == "--ro-bind"))
+    return [arg for path, how in binds for arg in (how, str(path), str(path))]
 
 
 def _outermost(paths: Iterable[Path]) -> list[Path]:

@@ -116,7 +116,7 @@ class DockerSandbox(Sandbox):
         keeper (`sleep` until the deadline) as `keeper_uid()`, commands come by `exec`. The work
         dir (`source` on the engine's host) is mounted at the worker's own path for it: paths
         in the output read as on the worker."""
-        from docker.types import LogConfig, Mount
+        from docker.types import LogConfig
 
         inside = str(workdir.resolve())
         left = deadline - time.time()
@@ -131,9 +131,7 @@ class DockerSandbox(Sandbox):
             "command": [str(max(keep, 1))],
             "user": f"{uid}:{uid}",
             "working_dir": "/",
-            # A mount, not a `volumes` bind: a source missing on the engine's host (a wrong
-            # host_work_dir) is an error, not an empty folder the engine makes there.
-            "mounts": [Mount(target=inside, source=source, type="bind", read_only=False)],
+            "mounts": work_mounts(workdir, inside, source),
             "labels": owner_labels("command", deadline),
             "network_mode": self.network_mode if limits.network else "none",
             "ulimits": ulimits(limits),  # the exec'd commands inherit them
@@ -371,3 +369,17 @@ def remaining(deadline: float) -> float | None:
     if not math.isfinite(deadline):
         return None
     return max(deadline - time.monotonic(), 0.0)
+
+
+def work_mounts(workdir: Path, inside: str, source: str) -> list[Any]:
+    """The work dir at the worker's own path, read-write. Mounts, not `volumes` binds: a source
+    missing on the engine's host (a wrong host_work_dir) is an error, not an empty folder the
+    engine makes there. A checkout's .git read-only: a local clone hard-links the source
+    repository's object files, so writing them would rewrite the source (as locally)."""
+    from docker.types import Mount
+
+    mounts = [Mount(target=inside, source=source, type="bind", read_only=False)]
+    if (workdir / ".git").is_dir():
+        git = Mount(target=f"{inside}/.git", source=f"{source}/.git", type="bind", read_only=True)
+        mounts.append(git)
+    return mounts

