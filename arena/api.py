@@ -2,22 +2,24 @@
 HTTP, on the cluster's Redis. Reads are open; submitting, cancelling and merging need a bearer
 token from ARENA_API_TOKENS. `python -m arena.api > docs/openapi.json` publishes its schema."""
 
-import hmac
 import json
+import re
 import threading
-from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
 from typing import Annotated, Any
+from weakref import WeakValueDictionary
 
 import redis
 from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from fastapi.routing import APIRoute
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+from starlette.types import ASGIApp
 
 from arena import page
 from arena.api_models import (
@@ -34,9 +36,11 @@ from arena.api_models import (
     error_responses,
 )
 from arena.batch_cmds import check_run_id, stored_report
+from arena.front_door import TOKENS_SETTING, FrontDoor, Tokens
 from arena.race_cmd import merge_winner, race_info, results_payload
+from arena.replays import Replays
 from arena.tables import ranked
-from tasks.metrics import QueueDepth
+from tasks.metrics import ClusterGauges, QueueDepth
 from tasks.records import FINISHED, BatchInfo
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import MAX_SPEC_BYTES
@@ -44,16 +48,30 @@ from tasks.store import Store
 from tasks.validation import InputError, RunFailed
 from tasks.workloads import get_workload, validate_batch
 
-TOKENS_SETTING = "ARENA_API_TOKENS"
-RECENT_BATCHES = 20  # batches whose unit counts /metrics shows
-BATCH_STATUSES = ("running", "done", "incomplete", "failed", "cancelled")
+DOCS_SETTING = "ARENA_API_DOCS"
 
 
 @dataclass
 class Api:
     settings: ArenaSettings
     db: Store
-    submitting: threading.Lock = field(default_factory=threading.Lock)
+    replays: Replays = field(default_factory=Replays)
+    _submitting: WeakValueDictionary[str, threading.Lock] = field(
+        default_factory=WeakValueDictionary
+    )
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def submitting(self, batch_id: str) -> threading.Lock:
+        """One submission of a batch at a time (in this process): submit() reads the batch's
+        state, then writes it and fans its units out, and two identical specs at once would
+        both fan out every unit. Batches share no such state (a board is claimed atomically),
+        so different ones are submitted in parallel: a 100,000-unit batch holds up nobody
+        else's while it expands and publishes."""
+        with self._guard:
+            lock = self._submitting.get(batch_id)
+            if lock is None:
+                lock = self._submitting[batch_id] = threading.Lock()
+            return lock
 
     def batch_id(self, ref: str) -> str:
         """A batch id, unique prefix or run id -> the id; 404 naming it otherwise."""
@@ -72,75 +90,38 @@ class Api:
 bearer = HTTPBearer(auto_error=False, description=f"A token from {TOKENS_SETTING}.")
 
 
-def token_check(settings: ArenaSettings) -> Any:
-    """The dependency of write endpoints: 503 when no token is configured (never open by
-    default), 401 for a missing or wrong one; every configured token is compared in constant
-    time, all of them whatever matches."""
-    tokens = [t.encode() for t in settings.api_token_list()]
+def token_check(tokens: Tokens) -> Any:
+    """The dependency of write endpoints. The front door (arena/front_door.py) has already
+    refused a request without a valid token before reading its body; this says so in the
+    OpenAPI schema and keeps a route safe if it is ever served without the front door."""
 
     def require_token(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> None:
-        if not tokens:
-            raise HTTPException(503, f"{TOKENS_SETTING} is not set: the API takes no writes")
-        given = credentials.credentials.encode() if credentials else b""
-        matched = False
-        for token in tokens:
-            matched |= hmac.compare_digest(given, token)
-        if not matched:
-            raise HTTPException(
-                401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
-            )
+        given = f"Bearer {credentials.credentials}" if credentials else None
+        refused = tokens.refusal(given)
+        if refused is not None:
+            raise refused
 
     return Depends(require_token)
 
 
 async def spec_size(request: Request) -> None:
-    """A spec is at most MAX_SPEC_BYTES, as `arena submit` reads it."""
+    """A spec is at most MAX_SPEC_BYTES, as `arena submit` reads it (the body itself was capped
+    at ARENA_API_MAX_BODY_BYTES while it was read)."""
     if len(await request.body()) > MAX_SPEC_BYTES:
         raise HTTPException(413, f"spec: over {MAX_SPEC_BYTES} bytes")
 
 
-class ClusterGauges(Collector):
-    """Read from Redis at scrape time: batches by status and the unit counts of recent ones."""
-
-    def __init__(self, db: Store) -> None:
-        self.db = db
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        ids = list(self.db.r.zrange(f"{self.db.p}batches", 0, -1))
-        with self.db.r.pipeline() as pipe:
-            for batch_id in ids:
-                pipe.hget(self.db.k_batch(batch_id), "status")
-            statuses = pipe.execute()
-        by_status = GaugeMetricFamily(
-            "arena_batches_stored", "Batches kept in Redis, by status.", labels=["status"]
-        )
-        for status in BATCH_STATUSES:
-            by_status.add_metric([status], sum(s == status for s in statuses))
-        yield by_status
-        units = GaugeMetricFamily(
-            "arena_batch_units",
-            f"Units of the {RECENT_BATCHES} latest batches: total, completed, errors.",
-            labels=["batch", "workload", "batch_status", "count"],
-        )
-        for batch_id in self.db.batch_ids(RECENT_BATCHES):
-            info = self.db.batch(batch_id)
-            if info is None:
-                continue
-            labels = [info.id, info.workload, info.status]
-            for name in ("total", "completed", "errors"):
-                units.add_metric([*labels, name], getattr(info, name))
-        yield units
-
-
-def metrics_text(db: Store) -> bytes:
+def metrics_registry(db: Store) -> CollectorRegistry:
+    """What /metrics reads from Redis: queue depths, batches by status (counted at most every
+    so often) and the unit counts of the latest batches, in bounded round trips."""
     from tasks.app import QUEUES
 
     registry = CollectorRegistry()
     registry.register(QueueDepth(lambda: {q: int(db.r.llen(q)) for q in QUEUES}))
     registry.register(ClusterGauges(db))
-    return generate_latest(REGISTRY) + generate_latest(registry)
+    return registry
 
 
 def batch_routes(app: FastAPI, api: Api, token: Any) -> None:
@@ -177,7 +158,7 @@ def batch_routes(app: FastAPI, api: Api, token: Any) -> None:
     def unit_log(batch_id: str, unit: str) -> str:
         """What one unit printed (stdout and stderr), as `arena logs` shows it."""
         resolved = api.batch_id(batch_id)
-        text = api.db.logs(resolved).get(unit)
+        text = api.db.unit_log(resolved, unit)
         if text is None:
             raise HTTPException(404, f"log: no output captured for unit {unit!r} of {resolved}")
         return text
@@ -204,7 +185,7 @@ def submit_route(app: FastAPI, api: Api, token: Any) -> None:
         except InputError as exc:
             raise HTTPException(422, str(exc).replace("--run-id", "run_id")) from None
         try:
-            with api.submitting:
+            with api.submitting(batch.batch_id):
                 return submit(api.db, batch, fresh, run_id=run_id,
                               visibility_timeout_s=api.settings.visibility_timeout_s)  # fmt: skip
         except InputError as exc:
@@ -275,6 +256,8 @@ def race_routes(app: FastAPI, api: Api, token: Any) -> None:
 
 
 def ops_routes(app: FastAPI, api: Api) -> None:
+    registry = metrics_registry(api.db)
+
     @app.get("/healthz", response_model=Health, tags=["ops"], responses=error_responses(503))
     def healthz() -> Health:
         """200 when Redis answers, else 503."""
@@ -286,24 +269,26 @@ def ops_routes(app: FastAPI, api: Api) -> None:
     def metrics() -> PlainTextResponse:
         """Prometheus text: this process's metrics, queue depths, batches by status and the
         unit counts of recent batches, read from Redis."""
-        return PlainTextResponse(metrics_text(api.db), media_type="text/plain; version=0.0.4")
+        text = generate_latest(REGISTRY) + generate_latest(registry)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
 
 def lost_redis(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": f"Redis unreachable: {' '.join(str(exc).split())}"}, 503)
 
 
-async def allow_every_method(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
-    """A 405's Allow header lists every method of the path (Starlette's names one route's)."""
-    response = await call_next(request)
-    if response.status_code == 405:
-        routes = [r for r in request.app.routes if isinstance(r, APIRoute)]
-        path = request.url.path
-        methods = {m for r in routes if r.path_regex.match(path) for m in r.methods or ()}
-        response.headers["Allow"] = ", ".join(sorted(methods))
-    return response
+class ArenaApp(FastAPI):
+    """FastAPI behind the front door: it wraps the whole middleware stack, so even an answer
+    that Starlette's error middleware writes gets the security headers."""
+
+    front_door: tuple[Tokens, int, str] | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        if self.front_door is None:
+            return stack
+        tokens, max_body_bytes, page_csp = self.front_door
+        return FrontDoor(stack, tokens, max_body_bytes, page_csp)
 
 
 def create_app(settings: ArenaSettings) -> FastAPI:
@@ -312,19 +297,62 @@ def create_app(settings: ArenaSettings) -> FastAPI:
 
     configure(settings)
     api = Api(settings, store(settings, retry_s=0))
-    app = FastAPI(title="Arena", version="1", description="docs/api.md")
+    # /docs only when the operator asks (ARENA_API_DOCS), from Arena's own files; no /redoc.
+    app = ArenaApp(title="Arena", version="1", description="docs/api.md", docs_url=None,
+                   redoc_url=None)  # fmt: skip
+    app.state.api = api
+    tokens = Tokens(settings.api_token_list())
+    app.front_door = (tokens, settings.api_max_body_bytes, page.PAGE_CSP)
     app.add_exception_handler(redis.ConnectionError, lost_redis)
     app.add_exception_handler(redis.TimeoutError, lost_redis)
-    app.middleware("http")(allow_every_method)
-    token = token_check(settings)
+    token = token_check(tokens)
     ops_routes(app, api)
     batch_routes(app, api, token)
     submit_route(app, api, token)
     board_routes(app, api)
     race_routes(app, api, token)
     page.register(app, api)
+    if settings.api_docs:
+        docs_route(app)
     publish_spec_schema(app)
     return app
+
+
+def swagger_assets() -> Path:
+    """Swagger UI's files as the fastapi-offline package ships them (so /docs loads nothing
+    from a CDN)."""
+    try:
+        folder = Path(str(files("fastapi_offline") / "static"))
+    except ModuleNotFoundError:
+        raise InputError(
+            f"{DOCS_SETTING}: /docs serves Swagger UI from the fastapi-offline package, which "
+            "is not installed (pip install fastapi-offline)"
+        ) from None
+    return folder
+
+
+def docs_route(app: FastAPI) -> None:
+    """/docs: Swagger UI on /openapi.json, every file from this server; its one inline script
+    is admitted by hash in the page's Content-Security-Policy."""
+    app.mount("/docs/assets", StaticFiles(directory=swagger_assets()), name="docs-assets")
+    page_html = bytes(get_swagger_ui_html(
+        openapi_url="/openapi.json", title="Arena API", oauth2_redirect_url=None,
+        swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+        swagger_css_url="/docs/assets/swagger-ui.css",
+        swagger_favicon_url="/docs/assets/favicon.png",
+        swagger_ui_parameters={"validatorUrl": None},  # else it asks validator.swagger.io
+    ).body).decode()  # fmt: skip
+    scripts = re.findall(r"<script>(.*?)</script>", page_html, flags=re.DOTALL)
+    hashes = " ".join(page.csp_hash(script) for script in scripts)
+    policy = (
+        f"default-src 'none'; script-src 'self' {hashes}; style-src 'self'; "
+        "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    )
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return HTMLResponse(page_html, headers={"Content-Security-Policy": policy})
 
 
 def publish_spec_schema(app: FastAPI) -> None:
@@ -351,7 +379,9 @@ def publish_spec_schema(app: FastAPI) -> None:
 
 def published_schema() -> dict[str, Any]:
     """The schema as docs/openapi.json holds it (no Redis needed to build it)."""
-    settings = load_settings().model_copy(update={"redis_url": "redis://localhost:6379/0"})
+    settings = load_settings().model_copy(
+        update={"redis_url": "redis://localhost:6379/0", "api_docs": False}
+    )
     return create_app(settings).openapi()
 
 

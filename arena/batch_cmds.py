@@ -9,6 +9,7 @@ import click
 
 from arena import cluster_cmd
 from arena.report import Report, check_output_path, report_from_store, write_report
+from tasks.redact import redact_text
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import NAME_PATTERN
 from tasks.store import FINISHED, Store
@@ -34,7 +35,7 @@ OUTPUT_PATH = click.option(
 def exit_for(summary: str | None) -> None:
     """A batch with errors (or one that failed or was cancelled) ends with status 1."""
     if summary:
-        click.echo(f"arena: {summary}", err=True)
+        click.echo(f"arena: {redact_text(summary)}", err=True)
         raise SystemExit(1)
 
 
@@ -199,7 +200,7 @@ def show_logs(batch_ref: str, agent: str | None) -> None:
             if agent is not None and result.agent != agent:
                 continue
             click.echo(click.style(f"── {unit_id} ({result.status}) ", bold=True).ljust(72, "─"))
-            click.echo(logs[unit_id].rstrip("\n"))
+            click.echo(redact_text(logs[unit_id].rstrip("\n")))
             shown += 1
         if not shown:
             whose = f"agent {agent}" if agent else "any unit"

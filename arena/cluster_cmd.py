@@ -20,6 +20,7 @@ from arena.embedded import embedded_cluster, embedded_redis, forget_broker_state
 from arena.report import Report, report_from_store, write_logs
 from arena.tables import leaderboard_view
 from tasks.liveness import waiting_on_lost_workers
+from tasks.redact import redact_text
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import load_spec_file
 from tasks.store import FINISHED, BatchInfo, Store, as_entries
@@ -46,7 +47,7 @@ def load_batch(path: str) -> ValidatedBatch:
         raise InputError(f"{path}: nested too deeply") from None
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML/JSON ({' '.join(str(exc).split())})") from None
-    return validate_batch(data)
+    return validate_batch(data, asker="operator")  # the CLI's user is the operator
 
 
 def connect(settings: ArenaSettings) -> Store:
@@ -150,7 +151,7 @@ def leaderboard_table(db: Store, name: str) -> tuple[RenderableType, list[dict[s
 def print_board(board: RenderableType) -> None:
     """A rubric's own table (text) is printed as it is: long lines, never wrapped or cut."""
     if isinstance(board, str):
-        click.echo(board)
+        click.echo(redact_text(board))
     else:
         console.print(board)
 
@@ -183,7 +184,7 @@ def report(db: Store, info: BatchInfo, show: bool = True, boards: bool = True) -
         return
     console.print(
         f"batch {info.id}: [bold]{info.status}[/] — {info.completed}/{info.total} units, "
-        f"{info.errors} errors" + (f" ({info.reason})" if info.reason else ""),
+        f"{info.errors} errors" + (f" ({redact_text(info.reason)})" if info.reason else ""),
         soft_wrap=True, highlight=False,
     )  # fmt: skip
     if info.status == "running":
@@ -271,12 +272,13 @@ def log_folder(settings: ArenaSettings, batch_id: str) -> Path:
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+    """JSON for machines, as every read prints it: redacted (tasks/redact.py)."""
+    click.echo(redact_text(json.dumps(data, indent=2, default=str)))
 
 
 def status_line(info: BatchInfo) -> str:
     label = f" run {info.run_id}" if info.run_id else ""
-    return (
+    return redact_text(
         f"{info.id}  {info.status:<9} {info.workload:<9} {info.completed:>6}/{info.total:<6} "
         f"errors {info.errors:<4} leaderboard {info.leaderboard}{label}"
     )

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from arena import cluster_cmd
 from arena.batch_cmds import JSON_HELP, OUTPUT_PATH, check_run_id, exit_for, show_logs
 from arena.report import check_output_path, write_report
+from tasks.redact import redact_text
 from tasks.settings import load_settings
 from tasks.spec import load_spec_file
 from tasks.store import BatchInfo, Store
@@ -17,6 +18,9 @@ from tasks.validation import InputError, RunFailed
 from tasks.workloads import validate_batch
 from tasks.workloads.race import BASELINE
 from tasks.workloads.race_view import format_results
+
+if TYPE_CHECKING:
+    from tasks.repo_policy import Asker
 
 
 def race_spec(
@@ -92,7 +96,7 @@ def run_command(
     target = check_output_path(output_path) if output_path else None
     if spec is None and repo is None:
         raise InputError("race: give a SPEC file or --repo PATH (with --task and --agent)")
-    batch = validate_batch(race_spec(spec, repo, task, base, list(agents)))
+    batch = validate_batch(race_spec(spec, repo, task, base, list(agents)), asker="operator")
     finished = cluster_cmd.run_batch(batch, fresh, workers, as_json, run_id=run_id, boards=False)
     if target:
         written = write_report(finished.report, target)
@@ -115,7 +119,7 @@ def results_command(batch_ref: str, as_json: bool) -> None:
     if as_json:
         cluster_cmd.print_json(results_payload(info))
     else:
-        click.echo(format_results(info.summary or {}, batch_id))
+        click.echo(redact_text(format_results(info.summary or {}, batch_id)))
 
 
 @click.command("logs")
@@ -134,13 +138,27 @@ def logs_command(batch_ref: str, agent: str | None) -> None:
 def merge_command(batch_ref: str, force: bool) -> None:
     """Merge the winner's scored commit into the base branch (a merge commit)."""
     batch_id, info = finished_race(batch_ref)
-    click.echo(merge_winner(batch_id, info, force))
+    click.echo(merge_winner(batch_id, info, force, asker="operator"))
 
 
-def merge_winner(batch_id: str, info: BatchInfo, force: bool) -> str:
+def _merge_target(batch_id: str, summary: dict[str, Any], asker: Asker) -> tuple[Path, str]:
+    """The repository and base branch a race's winner would be merged into, if `asker` may
+    write there (under ARENA_REPO_ROOTS; with none set, only the operator's own CLI)."""
+    from tasks.workloads.race import checked_ref, repo_policy
+
+    try:
+        repo = repo_policy(asker).admit_local(str(summary["repo"]))
+        base = checked_ref(summary["base"], "base")
+    except InputError as exc:
+        raise RunFailed(f"race {batch_id}: {exc}") from None
+    return repo, base
+
+
+def merge_winner(batch_id: str, info: BatchInfo, force: bool, asker: Asker = "token-holder") -> str:
     """Merge a race's winner (`arena race merge`, POST /races/{id}/merge); the line to show.
-    RunFailed when there is nothing to merge or it may not be merged."""
-    from workers.race.git import GitError, is_local, resolve_commit
+    RunFailed when there is nothing to merge or it may not be merged. `asker`: who asks (the
+    default, a token holder of the HTTP API, is the strictest)."""
+    from workers.race.git import GitError, resolve_commit
     from workers.race.merge import merge_into
 
     summary = info.summary or {}
@@ -151,11 +169,11 @@ def merge_winner(batch_id: str, info: BatchInfo, force: bool) -> str:
     if summary["verdict"] != "auto-merge" and not force:
         raise RunFailed(f"race {batch_id}: verdict {summary['verdict']} (winner "
                         f"{winner['composite']:.1f}); merge anyway with --force")  # fmt: skip
-    repo, base = summary["repo"], summary["base"]
-    if not is_local(repo):
-        raise RunFailed(f"race {batch_id}: {repo} is not a local repository; merge there")
+    repo, base = _merge_target(batch_id, summary, asker)
+    if not _is_commit(winner.get("commit")):
+        raise RunFailed(f"race {batch_id}: the winner has no scored commit to merge")
     try:
-        now = resolve_commit(repo, base)
+        now = resolve_commit(str(repo), base)
         then = str(summary.get("base_commit"))[:12]
         if now != summary.get("base_commit") and not force:
             raise RunFailed(f"{base} moved since the race ({then} then, {str(now)[:12]} now): "
@@ -164,11 +182,15 @@ def merge_winner(batch_id: str, info: BatchInfo, force: bool) -> str:
             f"Merge race winner {winner['name']} (branch {winner['branch']}, composite "
             f"{winner['composite']:.1f})\n\narena race {batch_id}: {summary['task']}"
         )
-        merged = merge_into(Path(repo), base, winner["commit"], message)
+        merged = merge_into(repo, base, winner["commit"], message)
     except GitError as exc:
         raise RunFailed(str(exc)) from None
     return (f"merged {winner['name']} ({winner['branch']} at {winner['commit'][:12]}) into "
             f"{base}: {merged[:12]}")  # fmt: skip
+
+
+def _is_commit(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 40 and set(value) <= set("0123456789abcdef")
 
 
 @click.group("race")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tasks.provenance import Provenance, finished_provenance, provenance_of, utc_iso
+from tasks.redact import redact_text
 from tasks.store import BatchStatus, Store, by_board
 from tasks.validation import InputError
 from tasks.workloads import get_workload
@@ -179,10 +180,11 @@ def _check_writable(folder: Path, option: str) -> None:
 
 
 def write_report(report: Report, path: Path) -> Path:
-    """Atomically (a reader never sees half a report); returns the file written."""
+    """Atomically (a reader never sees half a report), redacted as every read is (the report
+    leaves Arena: tasks/redact.py); returns the file written."""
     target = path if path.suffix == ".json" else path / f"arena-{report.batch_id}.json"
     temporary = target.with_name(f".{target.name}.tmp")
-    temporary.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n")
+    temporary.write_text(redact_text(json.dumps(report.model_dump(mode="json"), indent=2)) + "\n")
     os.replace(temporary, target)
     return target
 

@@ -7,11 +7,18 @@ worker command does it) and the exporter aggregates every process's values at sc
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter as Tally
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from tasks.store import Store
 
 UNITS = Counter(
     "arena_units", "Units run, by workload, queue and outcome.", ["workload", "queue", "status"]
@@ -50,6 +57,74 @@ class QueueDepth(Collector):
         for queue, depth in sorted(self.depths().items()):
             gauge.add_metric([queue], depth)
         yield gauge
+
+
+BATCH_STATUSES = ("running", "done", "incomplete", "failed", "cancelled")
+RECENT_BATCHES = 20  # batches whose unit counts the API's /metrics shows
+STATUS_EVERY_S = 30.0  # batches by status are counted at most this often
+STATUS_PAGE = 1000  # batch statuses read per round trip while counting
+
+
+class ClusterGauges(Collector):
+    """The API's view of the cluster, read from Redis at scrape time in bounded work: the unit
+    counts of the latest batches (one round trip), and the batches kept by status, counted
+    over every batch at most every STATUS_EVERY_S (a scrape in between, however many readers
+    ask, reuses the count)."""
+
+    def __init__(self, db: Store, every_s: float = STATUS_EVERY_S) -> None:
+        self.db, self.every_s = db, every_s
+        self._counted: tuple[float, dict[str, int]] | None = None
+        self._guard = threading.Lock()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        by_status = GaugeMetricFamily(
+            "arena_batches_stored", "Batches kept in Redis, by status.", labels=["status"]
+        )
+        counts = self.status_counts()
+        for status in BATCH_STATUSES:
+            by_status.add_metric([status], counts.get(status, 0))
+        yield by_status
+        yield self.recent_units()
+
+    def status_counts(self) -> dict[str, int]:
+        with self._guard:
+            now = time.monotonic()
+            if self._counted is None or now - self._counted[0] >= self.every_s:
+                self._counted = (now, self._count_statuses())
+            return self._counted[1]
+
+    def _count_statuses(self) -> dict[str, int]:
+        db, tally = self.db, Tally[str]()
+        for start in range(0, int(db.r.zcard(f"{db.p}batches")), STATUS_PAGE):
+            ids = db.r.zrange(f"{db.p}batches", start, start + STATUS_PAGE - 1)
+            with db.r.pipeline(transaction=False) as pipe:
+                for batch_id in ids:
+                    pipe.hget(db.k_batch(batch_id), "status")
+                tally.update(s for s in pipe.execute() if s is not None)
+        return dict(tally)
+
+    def recent_units(self) -> GaugeMetricFamily:
+        units = GaugeMetricFamily(
+            "arena_batch_units",
+            f"Units of the {RECENT_BATCHES} latest batches: total, completed, errors.",
+            labels=["batch", "workload", "batch_status", "count"],
+        )
+        db = self.db
+        ids = db.batch_ids(RECENT_BATCHES)
+        with db.r.pipeline(transaction=False) as pipe:
+            for batch_id in ids:
+                pipe.hmget(db.k_batch(batch_id), "workload", "status", "total")
+                pipe.hlen(db.k_units(batch_id))
+                pipe.scard(db.k_errors(batch_id))
+            replies = pipe.execute()
+        for index, batch_id in enumerate(ids):
+            (workload, status, total), completed, errors = replies[3 * index : 3 * index + 3]
+            if status is None:
+                continue  # deleted since the first read
+            labels = [batch_id, workload or "", status]
+            for name, value in (("total", total), ("completed", completed), ("errors", errors)):
+                units.add_metric([*labels, name], int(value or 0))
+        return units
 
 
 def serve_metrics(port: int, host: str, depths: Callable[[], dict[str, int]]) -> None:

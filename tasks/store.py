@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -33,6 +34,12 @@ __all__ = [
     "as_entries",
     "by_board",
 ]
+
+
+# What may name a batch: its id or a prefix (hex), a --run-id label, or a scheduled run's
+# `NAME@2026-11-26T03:00Z` (tasks/schedules.py). Never a ':' inside: keys beside a batch's own
+# (`batch:{id}:plan`, `:units`, ...) are no batch.
+BATCH_REF = re.compile(r"[A-Za-z0-9._-]{1,100}(?:@[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}Z)?")
 
 
 class SaveReply(NamedTuple):
@@ -130,7 +137,10 @@ class Store:
         self.r.hset(f"{self.p}runs", run_id, batch_id)
 
     def resolve(self, ref: str) -> str:
-        """A batch id, a unique prefix of one, or a run id (--run-id) -> the batch id."""
+        """A batch id, a unique prefix of one, or a run id (--run-id) -> the batch id. Anything
+        else is no batch: `<id>:plan` names a key beside the batch's, never a batch."""
+        if not BATCH_REF.fullmatch(ref):
+            raise InputError(f"batch: no batch or run {ref!r}")
         if self.r.exists(self.k_batch(ref)):
             return ref
         labelled: str | None = self.r.hget(f"{self.p}runs", ref)
@@ -249,6 +259,11 @@ class Store:
     def logs(self, batch_id: str) -> dict[str, str]:
         """Unit id -> everything the unit printed (units that printed nothing are absent)."""
         return dict(self.r.hgetall(self.k_logs(batch_id)))
+
+    def unit_log(self, batch_id: str, unit_id: str) -> str | None:
+        """What one unit printed (None: nothing), without reading the other units' logs."""
+        text: str | None = self.r.hget(self.k_logs(batch_id), unit_id)
+        return text
 
     # -- leaderboards ---------------------------------------------------------------------
     def leaderboard_protocol(self, name: str) -> str | None:
