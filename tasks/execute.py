@@ -175,6 +175,10 @@ def describe(exc: BaseException) -> str:
 
 
 def kind_of(exc: BaseException) -> ErrorKind:
+    """Infrastructure: what is not the agent's doing (a lost worker, other code on the worker,
+    files changed since submission, no sandbox or engine here). Everything else is the agent's:
+    a sandboxed agent's process that dies, is killed, runs out of memory or stops answering
+    (workers.sandbox.agent_process.AgentFault) is watched by a worker that lives on."""
     infrastructure = InfrastructureError | AgentChanged | SandboxUnavailable
     return "infrastructure" if isinstance(exc, infrastructure) else "agent"
 

@@ -46,11 +46,23 @@ def load_entry_point(spec: str, expected: AgentFingerprint | None = None) -> Any
 
     With `expected` (the fingerprint taken at submission) a source agent whose files differ here
     raises AgentChanged: results of other code are never stored under the batch's identity."""
+    module_name, attribute = spec.split(":")
+    digest = source_digest(spec, expected)
+    if digest is not None:
+        _refresh(module_name.split(".")[0], digest)
+    factory = getattr(importlib.import_module(module_name), attribute)
+    return factory()
+
+
+def source_digest(spec: str, expected: AgentFingerprint | None = None) -> str | None:
+    """The fingerprint digest of the entry point's files on this machine, checked against
+    `expected`: AgentChanged when a source agent's files are not the ones submitted. None for an
+    installed distribution, or a declared agent whose files cannot be found (taken on trust).
+    Checked in the worker, before the agent runs anywhere (in this process or in its sandbox)."""
     if not ENTRY_POINT.match(spec):
         raise ValueError(f"entry point {spec!r} is not of the form package.module:factory")
-    module_name, attribute = spec.split(":")
     agent_search_path()
-    top = module_name.split(".")[0]
+    top = spec.split(":")[0].split(".")[0]
     if expected is None or expected.kind == "source":
         current = source_fingerprint(spec)
         if expected is not None and current.digest != expected.digest:
@@ -58,13 +70,12 @@ def load_entry_point(spec: str, expected: AgentFingerprint | None = None) -> Any
                 f"the files of {top!r} changed since the batch was submitted "
                 f"({current.detail}); resubmit to evaluate the new code"
             )
-        _refresh(top, current.digest)
-    elif expected.kind == "declared":
+        return current.digest
+    if expected.kind == "declared":
         # Taken on trust, but a worker still never runs a stale copy from memory.
         with contextlib.suppress(FingerprintError):
-            _refresh(top, source_fingerprint(spec).digest)
-    factory = getattr(importlib.import_module(module_name), attribute)
-    return factory()
+            return source_fingerprint(spec).digest
+    return None
 
 
 def _refresh(top: str, digest: str) -> None:

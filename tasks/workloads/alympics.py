@@ -16,18 +16,20 @@ from pydantic import Field, model_validator
 
 from scoring.alympics import GAMES, GameName, format_breakdown
 from scoring.alympics_benchmark import MatchMeasures, score_benchmark
-from tasks.spec import Name, SpecModel, derive_seed
+from tasks.spec import Name, Protocol, SpecModel, derive_seed
 from tasks.validation import InputError
 from tasks.workloads.base import (
     Column,
     LeaderboardEntry,
     Reduction,
     Unit,
+    UnitCount,
     UnitResult,
     ValidatedBatch,
     Workload,
 )
 from tasks.workloads.mario import IMAGE_REF, image_agent_for_unit
+from tasks.workloads.untrusted import AgentSource, agent_for_unit, refuse_at_submission
 from workers.agents import ENTRY_POINT, load_entry_point
 from workers.fingerprint import AgentFingerprint, image_fingerprint
 from workers.games import (
@@ -78,7 +80,8 @@ class AlympicsAgent(SpecModel):
     entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
     url: Annotated[str, Field(pattern=r"^https?://")] | None = None
     image: Annotated[str, Field(pattern=IMAGE_REF)] | None = None
-    timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0  # per move (HTTP and image agents)
+    # Per move, for the agents Arena waits on: HTTP, image and (sandboxed) entry-point agents.
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
     # Identifies the agent's code when its files cannot (an HTTP agent) or should not be hashed.
     version: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
@@ -106,11 +109,22 @@ class AlympicsParams(SpecModel):
 
 @contextmanager
 def open_strategy(agent: AlympicsAgent, game: str, unit: Unit) -> Iterator[Strategy]:
-    """The unit's strategy for the agent; an HTTP client or an image's container lives exactly
-    as long as the block."""
+    """The unit's strategy for the agent: an entry point in the agent sandbox (in the worker
+    when agents are trusted); an HTTP client, a sandboxed agent's process or an image's
+    container lives exactly as long as the block. Faults of a sandboxed agent are moves as any
+    other's: its process dead, every move it has left faults."""
     if agent.image:
         with image_agent_for_unit(agent.image, unit, agent.timeout_s) as image:
             yield cast(Strategy, image)  # reset is called with keywords (games/episode.py)
+        return
+    if agent.entry_point:
+        source = AgentSource(entry_point=agent.entry_point)
+
+        def in_process() -> Strategy:
+            return make_strategy(agent, game, unit.agent_fingerprint)
+
+        with agent_for_unit(source, unit, agent.timeout_s, in_process) as sandboxed:
+            yield cast(Strategy, sandboxed)
         return
     strategy = make_strategy(agent, game, unit.agent_fingerprint)
     try:
@@ -148,6 +162,8 @@ class AlympicsWorkload(Workload):
     errors_column = Column(key="failed_match_sets", header="Failed match sets", fmt="count")
 
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
+        if agent.entry_point:
+            refuse_at_submission()
         if agent.image and not agent.version:
             return image_fingerprint(agent.image)  # the content id the workers will run
         return super().fingerprint_agent(agent)
@@ -165,6 +181,14 @@ class AlympicsWorkload(Workload):
         missing = sorted(set(GAMES) - {i.name for i in batch.items})
         if missing:
             raise InputError(f"items: the composite needs all five games (missing: {missing})")
+
+    def unit_count(
+        self, agents: list[Any], items: list[Any], params: Any, protocol: Protocol
+    ) -> UnitCount:
+        """One unit per agent, game and baseline opponent (as `expand` makes them)."""
+        matches = sum(len(BASELINES.get(item.name, ())) for item in items)
+        formula = f"{len(agents):,} agents × {matches:,} baseline matches"
+        return UnitCount(total=len(agents) * matches, formula=formula)
 
     def expand(self, batch: ValidatedBatch) -> list[Unit]:
         suite = load_suite(batch.params.suite)

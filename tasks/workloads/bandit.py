@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from pydantic import Field, model_validator
@@ -20,9 +21,11 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
+from tasks.workloads.untrusted import AgentSource, agent_for_unit, refuse_at_submission
 from workers.agents import ENTRY_POINT, load_entry_point
 from workers.bandit import BUILTIN_AGENTS, BanditAgent, play_episode
 from workers.fingerprint import AgentFingerprint
+from workers.sandbox.agent_sandbox import STEP_TIMEOUT_S
 
 
 class BanditAgentSpec(SpecModel):
@@ -76,12 +79,34 @@ class BanditWorkload(Workload):
             return agent
         return BUILTIN_AGENTS[spec.builtin or spec.name]()
 
+    def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
+        if agent.entry_point:
+            refuse_at_submission()
+        return super().fingerprint_agent(agent)
+
     def run_unit(self, unit: Unit) -> dict[str, Any]:
         agent = BanditAgentSpec.model_validate(unit.payload["agent"])
         item = BanditItem.model_validate(unit.payload["item"])
         params = BanditParams.model_validate(unit.payload["params"])
-        agent_object = self.make_agent(agent, unit.agent_fingerprint)
-        return play_episode(agent_object, item.arms, params.pulls, unit.env_seed, unit.agent_seed)
+        with self.open_agent(agent, unit) as agent_object:
+            return play_episode(
+                agent_object, item.arms, params.pulls, unit.env_seed, unit.agent_seed
+            )
+
+    @contextmanager
+    def open_agent(self, spec: BanditAgentSpec, unit: Unit) -> Iterator[BanditAgent]:
+        """A built-in in the worker; an entry point in the agent sandbox (in the worker when
+        agents are trusted), with the default per-step timeout."""
+        if not spec.entry_point:
+            yield self.make_agent(spec)
+            return
+        source = AgentSource(entry_point=spec.entry_point)
+
+        def in_process() -> BanditAgent:
+            return self.make_agent(spec, unit.agent_fingerprint)
+
+        with agent_for_unit(source, unit, STEP_TIMEOUT_S, in_process) as agent:
+            yield agent
 
     def reduce(self, batch: ValidatedBatch, results: Sequence[UnitResult]) -> Reduction:
         by_agent: dict[str, list[UnitResult]] = defaultdict(list)

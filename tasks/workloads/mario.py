@@ -37,6 +37,7 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
+from tasks.workloads.untrusted import AgentSource, agent_for_unit, refuse_at_submission
 from workers.agents import ENTRY_POINT, Agent, AgentChanged, load_entry_point
 from workers.fingerprint import (
     AgentFingerprint,
@@ -44,6 +45,7 @@ from workers.fingerprint import (
     image_fingerprint,
 )
 from workers.mario.protocol import FULL_GAME, MarioProtocol, check_level
+from workers.sandbox.agent_sandbox import STEP_TIMEOUT_S
 
 if TYPE_CHECKING:
     from workers.agent_image import ImageAgent
@@ -73,7 +75,8 @@ class MarioAgentSpec(SpecModel):
     entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
     sb3: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
     image: Annotated[str, Field(pattern=IMAGE_REF)] | None = None
-    # An image agent's per-step timeout (None: workers.agent_image.STEP_TIMEOUT_S, 10 s).
+    # The per-step timeout of an agent run out of the worker: an image, an entry point or a
+    # checkpoint in the agent sandbox (None: 10 s).
     timeout_s: Annotated[float, Field(gt=0, le=600)] | None = None
     preprocess: Preprocess | None = None
     device: Literal["cpu", "cuda"] = "cpu"
@@ -92,8 +95,8 @@ class MarioAgentSpec(SpecModel):
             )
         if self.preprocess is not None and not self.sb3:
             raise ValueError("preprocess: applies to an sb3 checkpoint")
-        if self.timeout_s is not None and not self.image:
-            raise ValueError("timeout_s: applies to an image agent")
+        if self.timeout_s is not None and not kinds:
+            raise ValueError("timeout_s: applies to an agent run out of the worker, not a built-in")
         if self.image and self.device == "cuda":
             raise ValueError("device: an image agent runs on the CPU (no GPU in its container)")
         return self
@@ -134,6 +137,8 @@ class MarioWorkload(Workload):
         return boards
 
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
+        if agent.entry_point or agent.sb3:
+            refuse_at_submission()
         if agent.sb3 and not agent.version:
             return file_fingerprint(agent.sb3)
         if agent.image and not agent.version:
@@ -213,14 +218,34 @@ def scoring_episode(result: dict[str, Any], frame_skip: int) -> AnyEpisode:
 
 @contextmanager
 def open_agent(spec: MarioAgentSpec, unit: Unit) -> Iterator[Agent]:
-    """The unit's agent; an image agent's container lives exactly as long as the block."""
-    if not spec.image:
+    """The unit's agent: a built-in in the worker, an entry point or a checkpoint in the agent
+    sandbox (in the worker when agents are trusted), an image in its container; a sandboxed
+    agent's process or an image's container serves exactly the block."""
+    if spec.image:
+        with image_agent_for_unit(spec.image, unit, spec.timeout_s or STEP_TIMEOUT_S) as image:
+            yield image
+        return
+    if not (spec.entry_point or spec.sb3):
         yield make_agent(spec, unit.agent_fingerprint)
         return
-    from workers.agent_image import STEP_TIMEOUT_S
 
-    with image_agent_for_unit(spec.image, unit, spec.timeout_s or STEP_TIMEOUT_S) as agent:
+    def in_process() -> Agent:
+        return make_agent(spec, unit.agent_fingerprint)
+
+    timeout_s = spec.timeout_s or STEP_TIMEOUT_S
+    with agent_for_unit(agent_source(spec), unit, timeout_s, in_process) as agent:
         yield agent
+
+
+def agent_source(spec: MarioAgentSpec) -> AgentSource:
+    """What the agent sandbox runs for an entry point or a checkpoint."""
+    if spec.entry_point:
+        return AgentSource(entry_point=spec.entry_point, device=spec.device)
+    pre = spec.preprocess or Preprocess()
+    return AgentSource(
+        checkpoint=spec.sb3, grayscale=pre.grayscale, resize=pre.resize,
+        frame_stack=pre.frame_stack, device=spec.device,
+    )  # fmt: skip
 
 
 @contextmanager

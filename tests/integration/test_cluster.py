@@ -14,6 +14,7 @@ from tasks.execute import execute_batch
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
 from tests.integration.conftest import ARENA, ROOT, arena, bandit_spec, wait_finished
+from tests.workers.jails import NO_BWRAP
 
 pytestmark = pytest.mark.integration
 
@@ -242,10 +243,13 @@ def test_an_agent_that_kills_its_worker_cannot_stall_the_batch(
 ):
     """A worker lost again and again is an infrastructure error (it may be the agent, it may be
     the machine): the batch ends `incomplete` with the reason, writes no score, and a resubmission
-    tries those units again."""
+    tries those units again. The agent runs in the worker's own process here (no jail on this
+    worker, agents trusted); a sandboxed agent that ends its process is the agent's error
+    (tests/security/test_hostile_agents.py)."""
     agents = ["ucb1", {"name": "killer", "entry_point": "tests.integration.agents:process_killer"}]
     spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 4})
-    workers.start({**cluster_env, "ARENA_MAX_DELIVERIES": "2"}, concurrency=1)
+    env = {**cluster_env, "ARENA_MAX_DELIVERIES": "2", "ARENA_TRUST_AGENTS": "true", **NO_BWRAP}
+    workers.start(env, concurrency=1)
     batch_id = submit(cluster_env, write_spec, spec)
     assert wait_finished(db, batch_id, timeout=120) == "incomplete"
     info = db.batch(batch_id)

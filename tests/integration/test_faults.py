@@ -35,6 +35,7 @@ from tests.integration.conftest import (
     wait_finished,
 )
 from tests.integration.test_cluster import cluster_leaderboard, in_process_leaderboard, submit
+from tests.workers.jails import NO_BWRAP
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -163,13 +164,16 @@ def test_redis_killed_and_restarted_mid_batch(
 
 
 def test_units_that_hang_end_at_their_time_limit(cluster_env, db, workers, write_spec):
+    """In the worker's own process (no jail on this worker, agents trusted), where an agent can
+    swallow the deadline's interrupts; a sandboxed one cannot (tests/workers/test_agent_sandbox)."""
+    env = {**cluster_env, "ARENA_TRUST_AGENTS": "true", **NO_BWRAP}
     agents = [
         "ucb1",
         {"name": "sleeper", "entry_point": "tests.integration.agents:sleepy"},
         {"name": "stubborn", "entry_point": "tests.integration.agents:swallowing_sleeper"},
     ]
     spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 3, "unit_time_limit_s": 1})
-    workers.start(cluster_env, concurrency=2)
+    workers.start(env, concurrency=2)
     started = time.monotonic()
     batch_id = submit(cluster_env, write_spec, spec)
     assert wait_finished(db, batch_id, timeout=120) == "done"

@@ -17,6 +17,7 @@ from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch, workloads
 from tasks.workloads.base import Workload
 from tests.integration.conftest import bandit_spec
+from tests.workers.jails import no_jail_here
 
 
 def test_same_spec_same_batch_id_and_units():
@@ -142,7 +143,14 @@ def test_deadline_is_cleared_after_a_fast_unit():
     time.sleep(0.3)  # no stray alarm fires
 
 
-def test_system_exit_is_an_agent_fault_unless_the_worker_is_stopping():
+def test_system_exit_is_an_agent_fault_unless_the_worker_is_stopping(monkeypatch):
+    # In the worker's own process (no jail here, agents trusted): a sandboxed agent's SystemExit
+    # ends only its own process (tests/workers/test_agent_sandbox.py).
+    with no_jail_here(monkeypatch, trust=True):
+        _system_exit_in_the_worker()
+
+
+def _system_exit_in_the_worker() -> None:
     unit = get_workload("bandit").expand(
         validate_batch(
             bandit_spec(

@@ -18,7 +18,9 @@ gymnasium ObservationWrapper doing exactly this). The model's own observation sp
 source of truth: a checkpoint whose space is not the declared preprocessing's is refused.
 
 Loading a checkpoint unpickles parts of it (SB3's format): a checkpoint is code, like an entry
-point. docs/mario.md, "Stable-Baselines3 checkpoints".
+point, and is loaded only in the agent sandbox, never in the worker (unless the operator trusts
+every agent: docs/agents.md, "Where agents run"). docs/mario.md, "Stable-Baselines3
+checkpoints".
 """
 
 from __future__ import annotations
@@ -265,6 +267,8 @@ def load_checkpoint_agent(
     try:
         # Training-only callables (pickled lambdas) break across Python versions; unused here.
         model = algorithm_class.load(file, device=device, custom_objects=_INFERENCE_ONLY)
+    except MemoryError:
+        raise  # the memory limit, not a malformed file (docs/agents.md, "Where agents run")
     except Exception as error:
         raise ValueError(f"sb3: cannot load {path!r} as {algorithm}: {error}") from error
     n_actions = _check_spaces(model, preprocessing, path)

@@ -1,0 +1,68 @@
+"""Where a unit's untrusted agent runs (docs/agents.md, "Where agents run"): Python entry points
+and Stable-Baselines3 checkpoints in the agent sandbox (workers/sandbox/agent_sandbox.py), under
+the settings' limits, wherever a jail starts; in the worker only where none starts and the
+operator trusts every agent (ARENA_TRUST_AGENTS=true, the same meaning as for race commands).
+Arena's built-ins never leave the worker.
+
+Where no sandbox can start, an untrusted agent is refused in one line naming the setting: at
+submission when the submitting machine also runs the units (no ARENA_REDIS_URL), else as the
+unit's infrastructure error (a worker without a sandbox is not the agent's fault; a resubmission
+retries the unit, on a worker that has one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tasks.settings import ArenaSettings, current_settings, load_settings
+from tasks.workloads.base import Unit
+from workers.fingerprint import FingerprintError
+from workers.sandbox.agent_sandbox import (
+    AgentLimits,
+    AgentSandboxUnavailable,
+    AgentSource,
+    refusal,
+    untrusted_agent,
+)
+
+
+def agent_limits(settings: ArenaSettings) -> AgentLimits:
+    return AgentLimits(
+        memory_mb=settings.agent_memory_mb, cpus=settings.agent_cpus,
+        start_timeout_s=settings.agent_start_timeout_s, data_dir=settings.data_dir,
+    )  # fmt: skip
+
+
+@contextmanager
+def agent_for_unit(
+    source: AgentSource, unit: Unit, step_timeout_s: float, in_process: Callable[[], Any]
+) -> Iterator[Any]:
+    """The unit's agent, sandboxed wherever a jail starts; where none does, `in_process()` (as
+    before the sandbox) if the operator trusts every agent, else AgentSandboxUnavailable."""
+    settings = current_settings()
+    if settings.trust_agents and refusal() is not None:
+        yield in_process()
+        return
+    limits = agent_limits(settings)
+    with untrusted_agent(
+        source, unit.agent_fingerprint, limits, step_timeout_s=step_timeout_s
+    ) as agent:
+        yield agent
+
+
+def refuse_at_submission() -> None:
+    """An untrusted agent that no sandbox could run here is refused before anything is
+    enqueued, where this machine runs the units (no ARENA_REDIS_URL: `arena run`'s embedded
+    cluster, `arena game benchmark` in one process). A cluster's submitter cannot tell what its
+    workers can: there the unit says so (AgentSandboxUnavailable)."""
+    settings = load_settings()
+    if settings.trust_agents or settings.redis_url:
+        return
+    why = refusal()
+    if why is not None:
+        raise FingerprintError(why)
+
+
+__all__ = ["AgentSandboxUnavailable", "AgentSource", "agent_for_unit", "refuse_at_submission"]

@@ -1,0 +1,384 @@
+"""Hostile agents (issue 19, findings 2 and 8): a Mario entry-point agent, an Alympics agent and
+SB3 checkpoints carrying a pickle payload, run by real Celery workers whose environment holds the
+Redis URL with its password, the API's token and a HOME with a private key, next to a real Redis
+(password, TCP port, unix socket) and a loopback listener that stands for "outside".
+
+Each tries what tests/security/agent_attacks.py lists (the board through Redis by every way it
+could learn of it, the token and ~/.ssh, the network, writes outside its /tmp, a fork bomb, the
+disk), or allocates without bound, or ends its own process (os._exit, kill -9). Every attempt
+fails; a unit ends as play or as the agent's error, as the contract says; the worker processes
+live on; the batch is `done`; and the other agents' rows on the board are byte for byte those of
+a batch without the hostile agents.
+
+On 784f9da (agents in the worker's own process) both tests fail: the probe wrote itself at
+#1 on the reference board with the password from its environment, connected out, read the key,
+and the agents that end their process took the worker with them (infrastructure errors, the
+batch `incomplete`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from arena.embedded import redis_server_binary
+from tasks.store import Store
+from tests.integration.conftest import ROOT, WorkerPools, arena, wait_finished
+from tests.needs import unavailable
+from workers.games import GAMES
+from workers.sandbox import bwrap
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "hunter2-" + secrets.token_hex(8)
+TOKEN = "arena-api-token-" + secrets.token_hex(8)
+SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY----- fake-" + secrets.token_hex(8)
+MEMORY_MB = 1024  # torch and an SB3 model need ~750 MB of address space
+ATTACKS = Path(__file__).with_name("agent_attacks.py")
+
+# The hostile package's agents: each attacks when it is made (the factory: what finding 2's
+# agent did), then plays (Mario: right; Alympics: the built-in's moves), or does its one thing.
+AGENTS = """
+import json, os, signal
+from pathlib import Path
+
+from .agent_attacks import attack
+
+CONFIG = json.loads((Path(__file__).parent / "config.json").read_text())
+CAP = 4 << 30  # "without bound": at most 4 GiB, so that an unjailed run spares this machine
+
+
+class Player:
+    def reset(self, *, seed, **context):
+        self.inner = None
+        if "game" in context:
+            from workers.games import BUILTIN
+
+            self.inner = BUILTIN[context["game"]]()
+            self.inner.reset(game=context["game"], player=context["player"], seed=seed)
+
+    def act(self, observation):
+        return self.inner.act(observation) if self.inner else 1
+
+
+class Prober(Player):
+    def __init__(self, name):
+        attack({**CONFIG, "name": name})
+
+
+class Hog(Player):
+    hoard = []
+
+    def act(self, observation):
+        while len(self.hoard) < CAP >> 26:
+            self.hoard.append(bytearray(64 << 20))
+        raise MemoryError("the cap of this test, not a limit")
+
+
+class Quitter(Player):
+    def act(self, observation):
+        os._exit(3)
+
+
+class Killer(Player):
+    def act(self, observation):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def mario_probe():
+    return Prober("hostile-probe")
+
+
+def alympics_probe():
+    return Prober("hostile-probe")
+
+
+hog, quitter, killer = Hog, Quitter, Killer
+"""
+
+
+def require_bwrap() -> None:
+    why = bwrap.probe()
+    if why is not None:
+        unavailable(f"the agent sandbox needs bubblewrap: {why}")
+
+
+@dataclass
+class Cluster:
+    db: Store
+    env: dict[str, str]
+    pool: subprocess.Popen[bytes]
+    pools: WorkerPools
+    listener: socket.socket
+    config: dict[str, Any]
+    tmp_path: Path
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A Redis with a password (TCP and a unix socket), two worker processes holding the
+    cluster's secrets, the hostile package on their path, a listener outside."""
+    require_bwrap()
+    folder = tmp_path / "redis"
+    folder.mkdir()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sock = folder / "redis.sock"
+    server = subprocess.Popen(
+        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--requirepass",
+         PASSWORD, "--unixsocket", str(sock), "--unixsocketperm", "777", "--save", "",
+         "--appendonly", "no", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD, decode_responses=True)
+    _wait_for(client)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text(SSH_KEY)
+    agents = tmp_path / "agents"
+    config = _write_package(agents / "hostile_agents", tmp_path, port, sock, listener)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
+    env |= {
+        "ARENA_REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:{port}/0", "ARENA_API_TOKENS": TOKEN,
+        "HOME": str(home), "PYTHONPATH": f"{agents}{os.pathsep}{ROOT}",
+        "ARENA_AGENT_MEMORY_MB": str(MEMORY_MB), "ARENA_DATA_DIR": str(tmp_path / "data"),
+    }  # fmt: skip
+    pools = WorkerPools(tmp_path)
+    try:
+        pool = pools.start(env, concurrency=2)
+        yield Cluster(Store(client), env, pool, pools, listener, config, tmp_path)
+    finally:
+        pools.stop_all()
+        listener.close()
+        server.kill()
+        server.wait()
+
+
+def _wait_for(client: redis.Redis) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _write_package(
+    package: Path, tmp_path: Path, port: int, sock: Path, listener: socket.socket
+) -> dict[str, Any]:
+    """The hostile agents as the worker finds them; `config` is all an attacker could know."""
+    package.mkdir(parents=True)
+    shutil.copy(ATTACKS, package / "agent_attacks.py")
+    (package / "__init__.py").write_text(AGENTS)
+    embedded = ROOT / ".arena-data" / "redis.sock"  # `arena run`'s, where one is running
+    config = {
+        "password": PASSWORD, "token": TOKEN, "ssh": SSH_KEY, "redis_port": port,
+        "redis_sockets": [str(sock), str(embedded), str(tmp_path / "data" / "redis.sock")],
+        "listener_port": listener.getsockname()[1],
+        "ssh_path": str(tmp_path / "home" / ".ssh" / "id_ed25519"),
+        "board_keys": ["arena:lb:ref", "arena:lb:ref-1-1", "arena:lb:stolen"], "name": "",
+        "write_paths": [str(package / "owned"), str(ROOT / "owned-by-an-agent"),
+                        str(tmp_path / "home" / "owned"), "/owned-by-an-agent",
+                        str(tmp_path / "owned")],
+        "fill_folders": [str(package), str(tmp_path)],
+    }  # fmt: skip
+    (package / "config.json").write_text(json.dumps(config))
+    return config
+
+
+def poisoned_checkpoint(path: Path, then: str, config: dict[str, Any]) -> Path:
+    """A real SB3 checkpoint whose `data` carries a pickle that runs the attacks, then `then`,
+    when SB3 loads it (what any checkpoint may do: SB3's format is pickles)."""
+    from tests.mario.sb3_models import build_checkpoint
+
+    checkpoint = build_checkpoint(path)
+    code = (
+        ATTACKS.read_text()
+        + f"\nattack({{**json.loads({json.dumps(json.dumps(config))}), 'name': 'sb3-probe'}})\n"
+        + then
+    )
+
+    class Payload:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (exec, (code, {}))
+
+    with zipfile.ZipFile(checkpoint) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(members["data"])
+    serialized = base64.b64encode(pickle.dumps(Payload())).decode()
+    data["hostile"] = {":type:": "<class 'object'>", ":serialized:": serialized}
+    members["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(checkpoint, "w") as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    return checkpoint
+
+
+def run_batch(cluster: Cluster, spec: dict[str, Any], name: str) -> str:
+    path = cluster.tmp_path / f"{name}.json"
+    path.write_text(json.dumps(spec))
+    submitted = arena("submit", str(path), env=cluster.env)
+    assert submitted.returncode == 0, submitted.stderr
+    batch_id = submitted.stdout.strip()
+    assert wait_finished(cluster.db, batch_id, timeout=600) == "done", cluster.db.batch(batch_id)
+    return batch_id
+
+
+def board(db: Store, name: str) -> dict[str, Any]:
+    """The board as stored: the sorted set and every row's hash, raw."""
+    key = db.k_lb(name)
+    rows = db.r.zrange(key, 0, -1, withscores=True)
+    return {agent: (score, db.r.hgetall(f"{key}:entry:{agent}")) for agent, score in rows}
+
+
+def same_rows(reference: dict[str, Any], hostile: dict[str, Any], agents: list[str]) -> None:
+    """The other agents' rows, byte for byte: score, stats and protocol (what differs by
+    construction: the batch, the time and the provenance naming them)."""
+    for agent in agents:
+        (score, row), (other_score, other) = reference[agent], hostile[agent]
+        assert score == other_score, agent
+        assert row["stats"] == other["stats"] and row["score"] == other["score"], agent
+
+
+def check_attacks(cluster: Cluster, batch_id: str, names: set[str]) -> None:
+    """Every attack failed, as each hostile process reported and as the world shows."""
+    logs = cluster.db.logs(batch_id)
+    stored = json.dumps([r.model_dump() for r in cluster.db.unit_results(batch_id).values()])
+    for secret in (PASSWORD, TOKEN, SSH_KEY):
+        assert secret not in stored and not any(secret in log for log in logs.values())
+    reports = [
+        json.loads(line.removeprefix("HOSTILE "))
+        for log in logs.values() for line in log.splitlines() if line.startswith("HOSTILE ")
+    ]  # fmt: skip
+    assert {r["name"] for r in reports} == names, logs
+    for report in reports:
+        assert report["env_leaks"] == [] and report["proc_leaks"] == [], report
+        assert set(report["proc_seen"]) <= {"1", "2"}, report  # the jail's own processes only
+        assert all(a.startswith("failed") for a in report["redis"].values()), report["redis"]
+        assert all(a.startswith("failed") for a in report["ssh"]), report["ssh"]
+        assert report["outside"].startswith("failed"), report
+        # A path under /tmp (pytest's tmp_path) is in the jail's own /tmp there: the host's
+        # file is checked below.
+        writes = {p: w for p, w in report["writes"].items() if not p.startswith("/tmp/")}
+        assert all(w.startswith("failed") for w in writes.values()), json.dumps(writes)
+        assert report["forks"] == 0, report
+        for folder, (written, how) in report["fill"].items():  # its /tmp holds 64 MiB
+            in_tmp = folder == "/tmp" or folder.startswith("/tmp/")  # the jail's own /tmp
+            assert how.startswith("stopped") and written <= (64 << 20 if in_tmp else 0)
+    for path in cluster.config["write_paths"]:
+        assert not Path(path).exists(), path
+    assert not cluster.db.r.exists("arena:lb:stolen")
+    try:
+        cluster.listener.accept()[0].close()
+        connected = True
+    except BlockingIOError:
+        connected = False
+    assert not connected, "a hostile agent reached the listener"
+
+
+def outcomes(db: Store, batch_id: str) -> dict[str, set[tuple[str, str | None, str]]]:
+    found: dict[str, set[tuple[str, str | None, str]]] = {}
+    for result in db.unit_results(batch_id).values():
+        reason = (result.reason or "").split(";")[0]
+        found.setdefault(result.agent, set()).add((result.status, result.error_kind, reason))
+    return found
+
+
+def test_hostile_mario_agents_and_checkpoints_cannot_touch_the_board(cluster: Cluster):
+    pytest.importorskip("gym_super_mario_bros", reason="the mario extra is not installed")
+    if not os.environ.get("CI"):
+        pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed")
+    tmp, config = cluster.tmp_path, cluster.config
+    then = {
+        "sb3-probe": "",
+        "sb3-hog": "hoard = [bytearray(64 << 20) for _ in range(64)]",  # 4 GiB at most
+        "sb3-quitter": "import os; os._exit(3)",
+    }
+    sb3 = {
+        name: poisoned_checkpoint(tmp / f"{name}.zip", code, config) for name, code in then.items()
+    }
+    hostile = [{"name": "hostile-probe", "entry_point": "hostile_agents:mario_probe"}]
+    hostile += [{"name": f"hostile-{n}", "entry_point": f"hostile_agents:{n}"}
+                for n in ("hog", "quitter", "killer")]  # fmt: skip
+    hostile += [{"name": name, "sb3": str(path)} for name, path in sb3.items()]
+    spec: dict[str, Any] = {
+        "workload": "mario", "leaderboard": "ref", "agents": ["right", "jump-right"],
+        "items": ["1-1"], "protocol": {"episodes": 2, "seed": 7, "unit_time_limit_s": 300},
+        "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 120},
+    }  # fmt: skip
+    run_batch(cluster, spec, "reference")
+    reference = board(cluster.db, "ref-1-1")
+    children = cluster.pools.children(cluster.pool)
+    batch_id = run_batch(cluster, {**spec, "leaderboard": "hostile",
+                                   "agents": [*spec["agents"], *hostile]}, "hostile")  # fmt: skip
+    assert board(cluster.db, "ref-1-1") == reference  # another batch's board: untouched
+    after = board(cluster.db, "hostile-1-1")
+    same_rows(reference, after, ["right", "jump-right"])
+    assert max(score for score, _ in after.values()) < 1e9
+    check_attacks(cluster, batch_id, {"hostile-probe", "sb3-probe"})
+    memory = f"AgentOutOfMemory: memory limit {MEMORY_MB} MB exceeded (MemoryError)"
+    died = "AgentProcessDied: the agent's process "
+    assert outcomes(cluster.db, batch_id) == {
+        "right": {("ok", None, "")}, "jump-right": {("ok", None, "")},
+        "hostile-probe": {("ok", None, "")}, "sb3-probe": {("ok", None, "")},
+        "hostile-hog": {("error", "agent", memory)}, "sb3-hog": {("error", "agent", memory)},
+        "hostile-quitter": {("error", "agent", died + "exited with code 3")},
+        "sb3-quitter": {("error", "agent", died + "exited with code 3")},
+        "hostile-killer": {("error", "agent", died + "was killed by signal 9 (SIGKILL)")},
+    }  # fmt: skip
+    assert cluster.pool.poll() is None and cluster.pools.children(cluster.pool) == children
+
+
+def test_a_hostile_alympics_agent_cannot_touch_the_board(cluster: Cluster):
+    hostile = [{"name": "hostile-probe", "entry_point": "hostile_agents:alympics_probe"}]
+    hostile += [{"name": f"hostile-{n}", "entry_point": f"hostile_agents:{n}"}
+                for n in ("hog", "quitter", "killer")]  # fmt: skip
+    spec: dict[str, Any] = {
+        "workload": "alympics", "leaderboard": "ref", "agents": ["builtin"], "items": list(GAMES),
+        "protocol": {"seed": 7}, "params": {"episodes": 2},
+    }  # fmt: skip
+    run_batch(cluster, spec, "reference")
+    reference = board(cluster.db, "ref")
+    children = cluster.pools.children(cluster.pool)
+    batch_id = run_batch(cluster, {**spec, "leaderboard": "hostile",
+                                   "agents": ["builtin", *hostile]}, "hostile")  # fmt: skip
+    assert board(cluster.db, "ref") == reference
+    after = board(cluster.db, "hostile")
+    same_rows(reference, after, ["builtin"])
+    assert after["hostile-probe"][0] == reference["builtin"][0]  # it played the built-in's moves
+    check_attacks(cluster, batch_id, {"hostile-probe"})
+    found = outcomes(cluster.db, batch_id)
+    assert found["builtin"] == found["hostile-probe"] == {("ok", None, "")}
+    expected = {
+        "hostile-hog": f"memory limit {MEMORY_MB} MB exceeded",
+        "hostile-quitter": "the agent's process exited with code 3",
+        "hostile-killer": "the agent's process was killed by signal 9",
+    }
+    for agent, why in expected.items():
+        results = [r for r in cluster.db.unit_results(batch_id).values() if r.agent == agent]
+        assert len(results) == 13 and {(r.status, r.error_kind) for r in results} == {
+            ("error", "agent")
+        }
+        assert all("AgentForfeit" in (r.reason or "") and why in (r.reason or "") for r in results)
+    assert cluster.pool.poll() is None and cluster.pools.children(cluster.pool) == children

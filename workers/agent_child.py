@@ -1,0 +1,233 @@
+"""The agent's side of the agent sandbox: what runs inside the bubblewrap jail (docs/agents.md,
+"Where agents run"). The worker's side is workers/sandbox/agent_process.py.
+
+    python -I -B -u -c "from workers.agent_child import main; main()" CONFIG
+
+Before any agent code runs, this module (Arena's own code) caps the process's memory and files
+(rlimits), forbids it to start processes (a seccomp filter: threads yes, processes no, so a fork
+bomb has nothing to multiply), puts the agent's folders on `sys.path`, and says it is ready. Then
+it serves the agent contract one request at a time on the socket it was given (fd in CONFIG;
+what travels: workers/agent_wire.py); a NumPy array of an observation (a Mario frame) lies in
+the shared memory `CONFIG["shm_fd"]` maps read-only, written by the worker just before.
+
+Standard library only at start (NumPy is imported when the first frame arrives), so a jail is
+ready in tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import json
+import mmap
+import os
+import platform
+import resource
+import socket
+import sys
+from typing import Any
+
+from workers.agent_wire import SPIN_S, History, Pacer, encode_answer, receive_request
+
+MAX_REASON = 1000
+STDIO_LIMIT_FILES = 1024
+
+# Seccomp (the kernel's struct seccomp_data, little-endian): the fields the filter reads.
+_ARCH, _NR, _ARG0 = 4, 0, 16
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_EPERM, _ENOSYS = 1, 38
+_CLONE_THREAD = 0x00010000
+_X32_BIT = 0x40000000
+# Per architecture: (AUDIT_ARCH, clone, clone3, system calls that only make processes).
+_SYSCALLS = {
+    "x86_64": (0xC000003E, 56, 435, (57, 58)),  # fork, vfork
+    "aarch64": (0xC00000B7, 220, 435, ()),
+}
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
+
+
+def process_filter(machine: str) -> list[tuple[int, int, int, int]]:
+    """A classic-BPF seccomp program that refuses to make processes: clone without CLONE_THREAD,
+    fork and vfork fail with EPERM, clone3 with ENOSYS (glibc then creates threads with clone,
+    whose flags the filter can read); a system call of another ABI (32-bit, x32) fails too."""
+    arch, clone, clone3, forks = _SYSCALLS[machine]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    body: list[tuple[str, int, str | int, str | int]] = [
+        ("ld", _ARCH, 0, 0),
+        ("jeq", arch, 0, "deny"),
+        ("ld", _NR, 0, 0),
+        ("jge", _X32_BIT, "deny", 0),
+        *[("jeq", nr, "deny", 0) for nr in forks],
+        ("jeq", clone3, "nosys", 0),
+        ("jeq", clone, 0, "allow"),
+        ("ld", _ARG0, 0, 0),
+        ("jset", _CLONE_THREAD, "allow", "deny"),
+    ]
+    labels = {"allow": len(body), "deny": len(body) + 1, "nosys": len(body) + 2}
+    codes = {"ld": ld, "jeq": jeq, "jge": jge, "jset": jset}
+    program = []
+    for pc, (op, k, jt, jf) in enumerate(body):
+        offsets = [labels[j] - pc - 1 if isinstance(j, str) else j for j in (jt, jf)]
+        program.append((codes[op], offsets[0], offsets[1], k))
+    program += [
+        (ret, 0, 0, _RET_ALLOW),
+        (ret, 0, 0, _RET_ERRNO | _EPERM),
+        (ret, 0, 0, _RET_ERRNO | _ENOSYS),
+    ]
+    return program
+
+
+def forbid_processes() -> None:
+    """Install process_filter on this process (and what it starts): no way back."""
+    machine = platform.machine()
+    if machine not in _SYSCALLS:
+        raise OSError(f"no process filter for the {machine} architecture")
+    instructions = process_filter(machine)
+    array = (_Filter * len(instructions))(*(_Filter(*i) for i in instructions))
+    program = _Program(len(instructions), array)
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(program), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
+def set_limits(config: dict[str, Any]) -> int:
+    """Memory (RLIMIT_AS, or RLIMIT_DATA where a GPU driver reserves address space it never
+    uses), file size (the private /tmp is the only writable place anyway), open files, and no
+    core dumps (the host's core handler would receive the agent's memory). Never above what the
+    worker itself has (ARENA_UNIT_MEMORY_MB): the memory limit in force, in MiB."""
+    memory = int(config["memory_mb"]) << 20
+    kind = resource.RLIMIT_DATA if config.get("memory_rlimit") == "data" else resource.RLIMIT_AS
+    limits = [
+        (kind, memory),
+        (resource.RLIMIT_FSIZE, int(config["file_mb"]) << 20),
+        (resource.RLIMIT_NOFILE, STDIO_LIMIT_FILES),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    for which, value in limits:
+        _, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+    return resource.getrlimit(kind)[0] >> 20
+
+
+class Server:
+    """One agent at a time: `make` replaces it (one unit after another in this process)."""
+
+    def __init__(self, shm_fd: int) -> None:
+        self.agent: Any = None
+        self.history = History()
+        self.shm = mmap.mmap(shm_fd, 0, prot=mmap.PROT_READ) if shm_fd >= 0 else None
+        self._arrays: dict[tuple[Any, ...], Any] = {}
+
+    def handle(self, op: str, argument: Any) -> Any:
+        if op == "act":
+            kind, payload, array = argument
+            observation = self.history.observation(kind, payload)
+            if array is not None:
+                key, *layout = array
+                observation[key] = self._frame(*layout)
+            return self.agent.act(observation)
+        if op == "reset":
+            self.agent.reset(**argument)
+            return None
+        if op == "make":
+            self.agent = None  # the last unit's agent is gone before the next is made
+            self.history = History()
+            self.agent = make(argument)
+            label = getattr(self.agent, "label", None)
+            return label if isinstance(label, str) else type(self.agent).__name__
+        raise ValueError(f"unknown request {op!r}")
+
+    def _frame(self, shape: Any, dtype: str, strides: Any, offset: int) -> Any:
+        """A read-only array over the shared memory, laid out as the worker's was: the live
+        frame, as in-process agents get the emulator's own screen (valid until the next step)."""
+        layout = (tuple(shape), dtype, tuple(strides), offset)
+        found = self._arrays.get(layout)
+        if found is None:
+            import numpy
+
+            found = numpy.ndarray(
+                layout[0], numpy.dtype(dtype), buffer=self.shm, offset=offset, strides=layout[2]
+            )
+            self._arrays[layout] = found
+        return found
+
+
+def make(what: dict[str, Any]) -> Any:
+    """The unit's agent: the entry point's factory called, or the checkpoint loaded."""
+    if "entry_point" in what:
+        module, _, attribute = str(what["entry_point"]).partition(":")
+        return getattr(importlib.import_module(module), attribute)()
+    from workers.mario.sb3 import load_checkpoint_agent
+
+    return load_checkpoint_agent(**what["sb3"])
+
+
+def send(sock: socket.socket, answer: dict[str, Any]) -> None:
+    sock.sendall(encode_answer(answer))
+
+
+def serve(sock: socket.socket, server: Server, spin_s: float) -> None:
+    buffer, pacer = bytearray(), Pacer(spin_s)
+    while (request := receive_request(sock, buffer, pacer)) is not None:
+        op, argument = request
+        try:
+            answer = {"ok": server.handle(op, argument)}
+        except MemoryError as exc:
+            answer = {"memory": _reason(exc)}
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            send(sock, {"exit": [code, _reason(exc)]})
+            _exit(code)
+        except BaseException as exc:  # the agent's exception, whatever it is: the worker's fault
+            answer = {"raised": [type(exc).__name__, str(exc)[:MAX_REASON]]}
+        send(sock, answer)
+        pacer.sent()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}"[:MAX_REASON] if text else type(exc).__name__
+
+
+def _exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed stream: nothing to flush
+            stream.flush()
+    os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = json.loads((argv or sys.argv)[1])
+    sock = socket.socket(fileno=int(config["fd"]))
+    try:
+        memory_mb = set_limits(config)
+        forbid_processes()
+    except (OSError, ValueError) as exc:
+        send(sock, {"broken": f"the agent sandbox could not be set up: {exc}"})
+        _exit(70)
+    sys.path[:0] = [p for p in config["paths"] if p not in sys.path]
+    if os.path.isdir(config["cwd"]):
+        os.chdir(config["cwd"])  # where the worker runs (only the bound folders exist there)
+    else:
+        os.chdir("/tmp")
+    server = Server(int(config.get("shm_fd", -1)))
+    send(sock, {"ready": os.getpid(), "memory_mb": memory_mb})
+    serve(sock, server, float(config.get("spin_s", SPIN_S)))
+    _exit(0)

