@@ -164,7 +164,12 @@ def _module_location(module: str) -> list[Path]:
             "PYTHONPATH and installed packages)"
         )
     if spec.submodule_search_locations:
-        roots = [Path(p) for p in spec.submodule_search_locations]
+        # A namespace package lists a folder once per sys.path entry that reaches it (the
+        # working directory, '' and an editable install may all be the same folder): each
+        # folder once, or the digest would depend on how sys.path happens to look.
+        roots = list(
+            dict.fromkeys(Path(os.path.realpath(p)) for p in spec.submodule_search_locations)
+        )
         _check_submodule(module, roots)
         return roots
     if spec.origin and os.path.isfile(spec.origin):

@@ -124,3 +124,22 @@ def test_a_worker_pool_that_dies_is_started_again(tmp_path: Path, monkeypatch, w
         assert submitted.returncode == 0, submitted.stderr
         db = Store(redis.Redis.from_url(url, decode_responses=True))
         assert wait_finished(db, submitted.stdout.split()[0], timeout=120) == "done"
+
+
+def test_the_readmes_main_command_plays_a_users_agent_from_its_sandbox(tmp_path: Path):
+    """`arena run examples/mario.yaml`, as the README runs it: the built-ins and the user's own
+    Python agent on the real emulator, every episode clean, one board row each. With
+    ARENA_TRUST_AGENTS unset the user's agent can only have played from the agent sandbox
+    (tests/security/test_hostile_agents.py shows what that sandbox holds)."""
+    env = embedded_env(tmp_path / "data")
+    assert "ARENA_TRUST_AGENTS" not in env
+    ran = arena("run", "examples/mario.yaml", "--json", env=env, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:] + ran.stdout[-3000:]
+    report = json.loads(ran.stdout)
+    assert report["counts"]["errors"] == 0 and report["counts"]["completed"] == 64
+    assert report["versions"]["agents"]["stuck-jumper"]["kind"] == "source"
+    board = json.loads(arena("leaderboard", "mario-1-1", "--json", env=env).stdout)
+    rows = {e["agent"]: e for e in board["entries"]}
+    assert set(rows) == {"right", "jump-right", "random", "stuck-jumper"}
+    assert all(row["stats"]["episodes"] == 16 for row in rows.values())
+    assert leftovers(tmp_path / "data") == []

@@ -1,0 +1,1 @@
+"""Agents written as users write them, run by the examples (sandboxed: docs/agents.md)."""
