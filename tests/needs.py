@@ -14,3 +14,12 @@ def unavailable(reason: str) -> None:
     if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
         pytest.fail(f"{reason}: required under CI")
     pytest.skip(reason)
+
+
+def require_bwrap() -> None:
+    """A bubblewrap jail starts here (the sandbox of untrusted code), or skip / fail under CI."""
+    from workers.sandbox import bwrap
+
+    why = bwrap.probe()
+    if why is not None:
+        unavailable(f"no bubblewrap jail starts here: {why}")

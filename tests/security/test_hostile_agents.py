@@ -26,7 +26,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,14 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
-from arena.embedded import redis_server_binary
 from tasks.store import Store
 from tests.integration.conftest import ROOT, WorkerPools, arena, wait_finished
-from tests.needs import unavailable
+from tests.needs import require_bwrap
+from tests.security.servers import password_redis
 from workers.games import GAMES
-from workers.sandbox import bwrap
 
 pytestmark = pytest.mark.integration
 
@@ -112,12 +109,6 @@ hog, quitter, killer = Hog, Quitter, Killer
 """
 
 
-def require_bwrap() -> None:
-    why = bwrap.probe()
-    if why is not None:
-        unavailable(f"the agent sandbox needs bubblewrap: {why}")
-
-
 @dataclass
 class Cluster:
     db: Store
@@ -134,54 +125,28 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A Redis with a password (TCP and a unix socket), two worker processes holding the
     cluster's secrets, the hostile package on their path, a listener outside."""
     require_bwrap()
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    sock = folder / "redis.sock"
-    server = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--requirepass",
-         PASSWORD, "--unixsocket", str(sock), "--unixsocketperm", "777", "--save", "",
-         "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    client = redis.Redis(host="127.0.0.1", port=port, password=PASSWORD, decode_responses=True)
-    _wait_for(client)
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0)
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_ed25519").write_text(SSH_KEY)
-    agents = tmp_path / "agents"
-    config = _write_package(agents / "hostile_agents", tmp_path, port, sock, listener)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
-    env |= {
-        "ARENA_REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:{port}/0", "ARENA_API_TOKENS": TOKEN,
-        "HOME": str(home), "PYTHONPATH": f"{agents}{os.pathsep}{ROOT}",
-        "ARENA_AGENT_MEMORY_MB": str(MEMORY_MB), "ARENA_DATA_DIR": str(tmp_path / "data"),
-    }  # fmt: skip
-    pools = WorkerPools(tmp_path)
-    try:
-        pool = pools.start(env, concurrency=2)
-        yield Cluster(Store(client), env, pool, pools, listener, config, tmp_path)
-    finally:
-        pools.stop_all()
-        listener.close()
-        server.kill()
-        server.wait()
-
-
-def _wait_for(client: redis.Redis) -> None:
-    deadline = time.monotonic() + 10
-    while True:
+    with password_redis(tmp_path / "redis", PASSWORD) as server:
+        client, port, sock = server.client, server.port, server.socket
+        listener = socket.create_server(("127.0.0.1", 0))
+        listener.settimeout(0)
+        home = tmp_path / "home"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "id_ed25519").write_text(SSH_KEY)
+        agents = tmp_path / "agents"
+        config = _write_package(agents / "hostile_agents", tmp_path, port, sock, listener)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
+        env |= {
+            "ARENA_REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:{port}/0", "ARENA_API_TOKENS": TOKEN,
+            "HOME": str(home), "PYTHONPATH": f"{agents}{os.pathsep}{ROOT}",
+            "ARENA_AGENT_MEMORY_MB": str(MEMORY_MB), "ARENA_DATA_DIR": str(tmp_path / "data"),
+        }  # fmt: skip
+        pools = WorkerPools(tmp_path)
         try:
-            client.ping()
-            return
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+            pool = pools.start(env, concurrency=2)
+            yield Cluster(Store(client), env, pool, pools, listener, config, tmp_path)
+        finally:
+            pools.stop_all()
+            listener.close()
 
 
 def _write_package(

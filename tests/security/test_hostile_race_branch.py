@@ -27,17 +27,15 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import redis
 
-from arena.embedded import redis_server_binary
-from tests.needs import unavailable
+from tests.needs import require_bwrap
 from tests.race.projects import git
+from tests.security.servers import RedisServer, password_redis
 from workers.race.check import CheckCommands, CheckError, run_check
-from workers.sandbox import SandboxLimits, bwrap
+from workers.sandbox import SandboxLimits
 from workers.sandbox.local import local_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,49 +133,11 @@ except CheckError as exc:
 """
 
 
-def require_bwrap() -> None:
-    why = bwrap.probe()
-    if why is not None:
-        unavailable(f"no bubblewrap jail starts here: {why}")
-
-
-@dataclass
-class RedisServer:
-    port: int
-    socket: Path
-    client: redis.Redis
-
-
 @pytest.fixture
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     """A real Redis with a password, on a loopback TCP port and a unix socket anyone may use."""
-    folder = tmp_path / "redis"
-    folder.mkdir()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    sock = folder / "redis.sock"
-    server = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
-         "--requirepass", REDIS_PASSWORD, "--unixsocket", str(sock), "--unixsocketperm", "777",
-         "--save", "", "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    client = redis.Redis(host="127.0.0.1", port=port, password=REDIS_PASSWORD)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield RedisServer(port, sock, client)
-    finally:
-        server.kill()
-        server.wait()
+    with password_redis(tmp_path / "redis", REDIS_PASSWORD) as server:
+        yield server
 
 
 def hostile_repo(root: Path, files: dict[str, str]) -> Path:

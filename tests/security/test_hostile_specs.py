@@ -11,8 +11,6 @@ appear) and store nothing (Redis byte for byte as before).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import threading
@@ -26,7 +24,6 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from arena.cli import main
 from tasks.execute import execute_batch
 from tasks.provenance import finished_provenance, provenance_of
 from tasks.schedules import parse_entry
@@ -39,6 +36,7 @@ from tests.api.conftest import (  # noqa: F401 (fixtures)
     client,
     fresh_celery_connections,
 )
+from tests.cli.test_malformed_input import arena
 from tests.integration.conftest import db, redis_url  # noqa: F401 (fixtures)
 from tests.race.projects import git
 from workers.race import git as race_git
@@ -147,17 +145,6 @@ def refused_over_http(client: TestClient, db: Store, spec: Any) -> str:  # noqa:
     assert isinstance(detail, str) and "\n" not in detail, detail
     assert snapshot(db) == before, "a refused spec changed what Redis holds"
     return detail
-
-
-def arena(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(argv))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

@@ -21,11 +21,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tests.needs import unavailable
+from tests.needs import require_bwrap
 from workers.sandbox import (
     CommandResult,
     SandboxLimits,
-    bwrap,
     get_sandbox,
     scrubbed_environment,
 )
@@ -50,12 +49,6 @@ if os.fork() == 0:
 while not os.path.exists(pidfile):
     time.sleep(0.01)
 """
-
-
-def require_bwrap() -> None:
-    why = bwrap.probe()
-    if why is not None:
-        unavailable(f"no bubblewrap jail starts here: {why}")
 
 
 @pytest.fixture(params=["jail", "plain"])
