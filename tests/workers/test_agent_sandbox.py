@@ -104,7 +104,11 @@ def test_only_what_the_agent_needs_is_bound(tmp_path: Path, monkeypatch: pytest.
         tmp = ask(agent, "write", path="/tmp/x")
     assert set(root) <= {"workers", "scoring", "tests", ".venv"}, root
     assert key.startswith("error") and project.startswith("error")
-    assert all(w.startswith("error") for w in writes.values()), writes
+    # Refused, or (a path under /tmp, as a checkout in /tmp/... is) written to the jail's own
+    # private /tmp: never on the host.
+    for path, outcome in writes.items():
+        assert outcome.startswith("error") or path.startswith("/tmp/"), writes
+        assert outcome.startswith("error") or not Path(path).exists(), writes
     assert tmp == "written" and not (tmp_path / "x").exists()
 
 
