@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +9,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from arena.api import create_app
-from tasks.app import app as celery
 from tasks.settings import ArenaSettings
 from tests.integration.conftest import (  # noqa: F401 (fixtures)
     cluster_env,
@@ -21,18 +19,6 @@ from tests.integration.conftest import (  # noqa: F401 (fixtures)
 
 TOKEN = "s3cret-token-one"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-@pytest.fixture(autouse=True)
-def fresh_celery_connections() -> Iterator[None]:
-    """Each test has its own Redis; the Celery app (one per process) caches its broker pools and
-    result backend, which would still point at the previous test's. `arena api` configures it
-    once per process, so only the tests need this."""
-    yield
-    celery._pool = None
-    celery.amqp._producer_pool = None
-    celery._backend_cache = None
-    celery._local = threading.local()  # the per-thread result backends
 
 
 @pytest.fixture

@@ -34,7 +34,6 @@ from tests.api.conftest import (  # noqa: F401 (fixtures)
     TOKEN,
     api_settings,
     client,
-    fresh_celery_connections,
 )
 from tests.api.test_api import small_spec, snapshot
 from tests.api.test_page import browser  # noqa: F401 (fixture)

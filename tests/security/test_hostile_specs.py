@@ -34,7 +34,6 @@ from tests.api.conftest import (  # noqa: F401 (fixtures)
     AUTH,
     api_settings,
     client,
-    fresh_celery_connections,
 )
 from tests.cli.test_malformed_input import arena
 from tests.integration.conftest import db, redis_url  # noqa: F401 (fixtures)
