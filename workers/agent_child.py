@@ -151,7 +151,12 @@ class Server:
             self.history = History()
             self.agent = make(argument)
             label = getattr(self.agent, "label", None)
-            return label if isinstance(label, str) else type(self.agent).__name__
+            # Only a checkpoint's loader says where it runs (an entry point's attribute is its own).
+            runtime = getattr(self.agent, "runtime", None) if "sb3" in argument else None
+            return {
+                "label": label if isinstance(label, str) else type(self.agent).__name__,
+                "runtime": runtime if isinstance(runtime, dict) else None,
+            }
         raise ValueError(f"unknown request {op!r}")
 
     def _frame(self, shape: Any, dtype: str, strides: Any, offset: int) -> Any:

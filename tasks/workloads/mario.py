@@ -153,7 +153,10 @@ class MarioWorkload(Workload):
         level = unit.payload["item"]["name"]
         with open_agent(spec, unit) as agent:
             outcome = run_episode(level, agent, params, unit.env_seed, unit.agent_seed)
+            runtime = getattr(agent, "runtime", None) if spec.sb3 else None
         result = outcome.model_dump(mode="json")
+        if isinstance(runtime, dict):  # a checkpoint: device, versions, determinism flags
+            result["runtime"] = runtime
         result["arena_score"] = compute_arena_score(scoring_episode(result, params.frame_skip))
         return result
 

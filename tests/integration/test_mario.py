@@ -94,11 +94,19 @@ def test_an_sb3_checkpoint_plays_through_the_cluster(tmp_path: Path):
     spec = small_spec(agents=["right", agent], items=["1-1"], protocol={"episodes": 2, "seed": 1})
     path = tmp_path / "mario.json"
     path.write_text(json.dumps(spec))
-    ran = arena("run", str(path), "--json", env=embedded_env(tmp_path / "data"))
+    written = tmp_path / "report.json"
+    ran = arena("run", str(path), "--json", "--output-path", str(written),
+                env=embedded_env(tmp_path / "data"))  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     report = json.loads(ran.stdout)
     assert set(report["results"]["mario-1-1"]) == {"right", "ppo"}
     assert report["versions"]["agents"]["ppo"]["kind"] == "file"  # the checkpoint's hash
+    # Each checkpoint unit says where it ran and how (docs/mario.md, "Same result on any device").
+    units = json.loads(written.read_text())["units"]
+    runtimes = [u["result"].get("runtime") for u in units if u["agent"] == "ppo"]
+    assert len(runtimes) == 2 and all(r and r["device"] == "cpu" for r in runtimes), runtimes
+    assert all(not r["tf32_cudnn"] and r["deterministic_algorithms"] for r in runtimes)
+    assert not any("runtime" in u["result"] for u in units if u["agent"] == "right")
 
 
 def test_a_cuda_agent_waits_on_the_gpu_queue(cluster_env, db, write_spec):

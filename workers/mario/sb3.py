@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from workers.mario.determinism import make_deterministic, runtime_provenance
+
 try:
     import gymnasium
 except ImportError as error:  # pragma: no cover - the sb3 extra brings gymnasium
@@ -215,6 +217,7 @@ class CheckpointAgent:
         self.n_actions = n_actions
         self.path = path
         self.stack = FrameStack(preprocessing)
+        self.runtime: dict[str, Any] = {}  # where it runs (determinism.runtime_provenance)
 
     def reset(self, *, seed: int, **context: Any) -> None:
         actions = context.get("actions")
@@ -256,6 +259,7 @@ def load_checkpoint_agent(
         raise ImportError(
             "sb3: Stable-Baselines3 checkpoints need the sb3 extra: pip install 'arena-eval[sb3]'"
         ) from error
+    make_deterministic(torch)  # before anything touches CUDA (cuBLAS reads its workspace once)
     device = _device(device, torch.cuda.is_available())
     if device == "cpu" and not any(os.environ.get(v) for v in _THREAD_VARIABLES):
         # The cluster runs a worker process per core, and batch-one inference of a small CNN
@@ -271,9 +275,12 @@ def load_checkpoint_agent(
         raise  # the memory limit, not a malformed file (docs/agents.md, "Where agents run")
     except Exception as error:
         raise ValueError(f"sb3: cannot load {path!r} as {algorithm}: {error}") from error
+    make_deterministic(torch)  # again: unpickling the checkpoint ran its code
     n_actions = _check_spaces(model, preprocessing, path)
     log.info("sb3: %s loaded as %s on %s", path, algorithm, model.device)
-    return CheckpointAgent(model, preprocessing, n_actions, path)
+    agent = CheckpointAgent(model, preprocessing, n_actions, path)
+    agent.runtime = runtime_provenance(torch, model.device)
+    return agent
 
 
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")

@@ -97,8 +97,11 @@ class SandboxedAgent:
     """The agent in its process, as an in-process agent: `reset` and `act` are forwarded. Once
     its process is dead, every call raises the same AgentProcessDied at once."""
 
-    def __init__(self, process: AgentProcess, step_timeout_s: float, label: str) -> None:
-        self.process, self.step_timeout_s, self.label = process, step_timeout_s, label
+    def __init__(self, process: AgentProcess, step_timeout_s: float, made: dict[str, Any]) -> None:
+        self.process, self.step_timeout_s = process, step_timeout_s
+        self.label = str(made.get("label"))
+        runtime = made.get("runtime")
+        self.runtime: dict[str, Any] | None = runtime if isinstance(runtime, dict) else None
 
     def reset(self, **context: Any) -> None:
         self.process.request("reset", context, self.step_timeout_s)
@@ -167,8 +170,8 @@ def untrusted_agent(
     if process is None:
         process = AgentProcess(plan_for(source, limits), limits.start_timeout_s)
     try:
-        label = process.request("make", source.make_request(), limits.start_timeout_s)
-        yield SandboxedAgent(process, step_timeout_s, str(label))
+        made = process.request("make", source.make_request(), limits.start_timeout_s)
+        yield SandboxedAgent(process, step_timeout_s, made if isinstance(made, dict) else {})
     finally:
         POOL.give(key, process)
 
