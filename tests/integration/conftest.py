@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -86,11 +87,41 @@ class WorkerPools:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.pools: list[subprocess.Popen[bytes]] = []
+        self.restarts = 0
+        self.stopping = threading.Event()
+        self.keepers: list[threading.Thread] = []
 
-    def start(self, env: dict[str, str], concurrency: int = 2) -> subprocess.Popen[bytes]:
+    def start(
+        self, env: dict[str, str], concurrency: int = 2, restart: bool = False
+    ) -> subprocess.Popen[bytes]:
+        """`restart`: a pool whose main process exits is started again, as compose's `restart:
+        unless-stopped` or a Deployment does (Celery's main process can die of a broker
+        reconnect gone wrong, docs/reliability.md); the tests that kill pools leave it off."""
         pool = start_workers(env["ARENA_REDIS_URL"], concurrency, self.tmp_path, base_env=env)
         self.pools.append(pool)
+        if restart:
+            keeper = threading.Thread(target=self._keep, args=(pool, env, concurrency), daemon=True)
+            keeper.start()
+            self.keepers.append(keeper)
         return pool
+
+    def _keep(self, pool: subprocess.Popen[bytes], env: dict[str, str], concurrency: int) -> None:
+        while not self.stopping.wait(0.5):
+            if pool.poll() is not None:
+                stop(pool)  # whatever is left of its process group
+                self.restarts += 1
+                pool = start_workers(env["ARENA_REDIS_URL"], concurrency, self.tmp_path,
+                                     base_env=env)  # fmt: skip
+                self.pools.append(pool)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the pools' log and whether each is alive: what a failing test shows."""
+        log = self.tmp_path / "worker.log"
+        text = log.read_text(errors="replace") if log.exists() else "(no worker.log)"
+        alive = [pool.poll() is None for pool in self.pools]
+        return f"pools alive: {alive}, restarts: {self.restarts}\n" + "\n".join(
+            text.splitlines()[-lines:]
+        )
 
     @staticmethod
     def children(pool: subprocess.Popen[bytes]) -> list[int]:
@@ -102,6 +133,9 @@ class WorkerPools:
         pool.wait(10)
 
     def stop_all(self) -> None:
+        self.stopping.set()
+        for keeper in self.keepers:  # none starts a pool after this
+            keeper.join(30)
         for pool in self.pools:
             stop(pool, timeout=10)
 

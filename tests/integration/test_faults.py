@@ -149,7 +149,7 @@ def test_redis_killed_and_restarted_mid_batch(
 ):
     env, db = on_restartable(restartable_redis, tmp_path)
     spec = slow_spec()
-    workers.start(env, concurrency=2)
+    workers.start(env, concurrency=2, restart=True)
     batch_id = submit(env, write_spec, spec)
     wait_stored(db, batch_id, 120)
     restartable_redis.kill()  # kill -9: no shutdown save, the append-only file is all there is
@@ -157,7 +157,7 @@ def test_redis_killed_and_restarted_mid_batch(
     restartable_redis.start()
     back = time.monotonic()
     db = Store(redis.Redis.from_url(restartable_redis.url, decode_responses=True))
-    assert wait_finished(db, batch_id, timeout=180) == "done"
+    assert wait_finished(db, batch_id, timeout=180) == "done", workers.log_tail()
     assert_equal_to_undisturbed(db, batch_id, spec)
     figure("Redis kill -9, restarted 3 s later (AOF)", time.monotonic() - back,
            "identical results, no unit lost")  # fmt: skip
@@ -241,7 +241,7 @@ def test_a_client_that_loses_redis_while_waiting(
 ):
     env, db = on_restartable(restartable_redis, tmp_path)
     spec = slow_spec()
-    workers.start(env, concurrency=2)
+    workers.start(env, concurrency=2, restart=True)
     client = subprocess.Popen(
         [ARENA, "run", str(write_spec(spec)), "--json"], env=env, cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -254,7 +254,11 @@ def test_a_client_that_loses_redis_while_waiting(
     time.sleep(3)
     restartable_redis.start()
     back = time.monotonic()
-    out, err = client.communicate(timeout=180)
+    try:
+        out, err = client.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        pytest.fail(f"the batch did not end 180 s after Redis came back; {workers.log_tail()}")
     assert client.returncode == 0, err
     assert "lost Redis" in err and "Redis is back" in err and "Traceback" not in err
     assert json.loads(out)["counts"] == {"total": 400, "completed": 400, "errors": 0}
