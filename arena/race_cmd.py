@@ -164,6 +164,10 @@ def merge_winner(batch_id: str, info: BatchInfo, force: bool, asker: Asker = "to
     summary = info.summary or {}
     winner = next((a for a in summary.get("agents", []) if a["name"] == summary.get("winner")),
                   None)  # fmt: skip
+    tied = summary.get("tied") or []
+    if tied:  # no name order picks among equals, --force or not
+        raise RunFailed(f"race {batch_id}: {', '.join(tied)} tie at the top, so there is no "
+                        "winner to merge; merge the branch you pick with git")  # fmt: skip
     if winner is None:
         raise RunFailed(f"race {batch_id} has no winner: nothing to merge")
     if summary["verdict"] != "auto-merge" and not force:

@@ -63,6 +63,7 @@ def _race(data: Any) -> tuple[str, dict[str, Any]]:
         "task": outcome.task,
         "verdict": outcome.verdict.value,
         "winner": outcome.winner,
+        "tied": outcome.tied,
         "measured": outcome.measured,
         "agents": [
             {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,10 +17,16 @@ def clamp(value: float, low: float, high: float) -> float:
     return max(low, min(high, value))
 
 
+# Digits kept before a display rounds: a decimal half computed in floats may land a hair below
+# it (fairness 0*0.4 + 1*0.3 + 24*0.3 = 7.499999999999999, not 7.5) and must still round up.
+SETTLE_PLACES = 9
+
+
 def round_half_up(value: float, places: int = 0) -> Decimal:
-    """Round as on paper (93.25 -> 93.3), via the shortest decimal repr of the float."""
-    quantum = Decimal(1).scaleb(-places)
-    return Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP)
+    """Round as on paper (93.25 -> 93.3, 7.499999999999999 -> 8): the float's shortest decimal
+    repr settled to SETTLE_PLACES places first, then half up."""
+    settled = Decimal(repr(value)).quantize(Decimal(1).scaleb(-SETTLE_PLACES), ROUND_HALF_EVEN)
+    return settled.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
 def format_half_up(value: float, places: int = 0) -> str:

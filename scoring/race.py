@@ -396,14 +396,24 @@ def rank_agents(agents: Sequence[AgentScore]) -> list[ScoredAgent]:
     return ranked
 
 
+def tied_at_top(ranked: Sequence[ScoredAgent]) -> list[str]:
+    """The agents whose composite reads the same as the best one's (one decimal, as shown):
+    more than one is a tie that no name order may break."""
+    if not ranked:
+        return []
+    best = format_composite(ranked[0].composite)
+    return [r.name for r in ranked if format_composite(r.composite) == best]
+
+
 def race_verdict(ranked: Sequence[ScoredAgent], thresholds: Thresholds | None = None) -> Verdict:
-    """Winner >= auto_merge_minimum: auto-merge; winner < fail_maximum: all failed; else review."""
+    """Winner >= auto_merge_minimum: auto-merge, unless tied at the top (review: a person picks);
+    winner < fail_maximum: all failed; else review."""
     limits = thresholds or Thresholds()
     if not ranked:
         return Verdict.ALL_FAILED
     best = ranked[0].composite
     if best >= limits.auto_merge_minimum:
-        return Verdict.AUTO_MERGE
+        return Verdict.REVIEW if len(tied_at_top(ranked)) > 1 else Verdict.AUTO_MERGE
     if best < limits.fail_maximum:
         return Verdict.ALL_FAILED
     return Verdict.REVIEW
@@ -412,9 +422,10 @@ def race_verdict(ranked: Sequence[ScoredAgent], thresholds: Thresholds | None = 
 class RaceOutcome(StrictModel):
     task: str | None
     verdict: Verdict
-    winner: str | None
+    winner: str | None  # None when nobody scored, or when several tie at the top
     measured: list[DimensionName]
     agents: list[ScoredAgent]
+    tied: list[str] = Field(default_factory=list)  # the agents tied at the top, when several
 
 
 def race_outcome(
@@ -424,12 +435,14 @@ def race_outcome(
     thresholds: Thresholds,
 ) -> RaceOutcome:
     ranked = rank_agents(scored)
+    tied = tied_at_top(ranked)
     return RaceOutcome(
         task=task,
         verdict=race_verdict(ranked, thresholds),
-        winner=ranked[0].name if ranked else None,
+        winner=ranked[0].name if len(tied) == 1 else None,
         measured=measured,
         agents=ranked,
+        tied=tied if len(tied) > 1 else [],
     )
 
 
@@ -495,7 +508,11 @@ def format_race_results(
         cells = " ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         row_text = f"  #{r.rank:<2} {r.name:<{name_width}} {format_composite(r.composite):>5} / 100"
         lines.append(f"{row_text}    {cells}".rstrip())
-    if ranked:
+    tied = tied_at_top(ranked)
+    if len(tied) > 1:
+        shown = format_composite(ranked[0].composite)
+        lines += ["", f"Winner: none: {', '.join(tied)} tie at {shown} / 100 (a person picks)"]
+    elif ranked:
         winner = ranked[0].name
         branch = (branches or {}).get(winner)
         lines += ["", f"Winner: {winner}" + (f" (branch: {branch})" if branch else "")]

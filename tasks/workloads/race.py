@@ -401,6 +401,7 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
         "verdict": outcome.verdict.value if outcome is not None else "all-failed",
         "winner": outcome.winner if outcome else None,
         "winner_branch": agents[outcome.winner].branch if outcome and outcome.winner else None,
+        "tied": list(outcome.tied) if outcome else [],
         "measured": list(outcome.measured) if outcome else [],
         "agents": ranked, "errors": errors,
         "baseline": {k: base_raw.get(k) for k in ("commit", "build", "tests", "lint")}

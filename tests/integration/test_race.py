@@ -144,6 +144,30 @@ def test_a_python_race_on_the_embedded_cluster(python_repo, tmp_path: Path):
     assert again.returncode == 1 and "moved since the race" in again.stderr
 
 
+def test_a_tie_at_the_top_is_never_merged_by_name(python_repo, tmp_path: Path):
+    """Two agents with the same commit and the same time tie at 100.0: the verdict is review,
+    there is no winner, and `arena race merge` refuses even with --force (issue 20, item 3)."""
+    (clean,) = agent_spec_entries(python_repo, ["clean"])
+    agents = [{**clean, "name": "twin-b"}, {**clean, "name": "twin-a"}]
+    spec = {"workload": "race", "task": "tie", "repo": str(python_repo.path), "agents": agents}
+    path = tmp_path / "race.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    env = embedded_env(tmp_path / "data")
+    ran = arena("race", "run", str(path), "--json", env=env)
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)
+    assert [a["composite"] for a in result["agents"]] == [100.0, 100.0]
+    assert (result["verdict"], result["winner"], result["tied"]) == (
+        "review", None, ["twin-a", "twin-b"])  # fmt: skip
+    shown = arena("race", "results", result["batch_id"], env=env)
+    assert "Winner: none: twin-a, twin-b tie at 100.0 / 100" in shown.stdout, shown.stdout
+    head = git(python_repo.path, "rev-parse", "main")
+    for extra in ([], ["--force"]):
+        merged = arena("race", "merge", result["batch_id"], *extra, env=env)
+        assert merged.returncode == 1 and "tie at the top" in merged.stderr, merged.stderr
+    assert git(python_repo.path, "rev-parse", "main") == head  # nothing merged
+
+
 CARGO_ORDER = ["clean", "adds-tests", "breaks-test", "lint-warning", "broken-build"]
 # Baseline: 3 passed, clippy clean.
 CARGO_EXPECTED = {

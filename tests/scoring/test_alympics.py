@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from scoring._common import format_half_up
 from scoring.alympics import (
     BOUNDS,
     CATEGORY_WEIGHTS,
@@ -132,3 +134,32 @@ def test_non_finite_or_out_of_range_values_are_refused_by_name(value: float):
     games = {**EXAMPLE["games"], "auction": {**EXAMPLE["games"]["auction"], "fairness": value}}
     with pytest.raises(ValidationError, match=r"games\.auction\.fairness"):
         AlympicsInput.model_validate({**EXAMPLE, "games": games})
+
+
+def test_displays_round_exact_decimal_halves_up_even_when_the_float_falls_below():
+    """Fairness 0*0.4 + 1*0.3 + 24*0.3 is 7.5 on paper and 7.499999999999999 in floats: the
+    summary shows 8 (half up, as the rubric rounds), never 7 (issue 20, item 3)."""
+    data = json.loads(json.dumps(EXAMPLE))
+    for game, value in {"public_goods": 0, "auction": 1, "congestion": 24}.items():
+        data["games"][game]["fairness"] = value
+    result = score_alympics(AlympicsInput.model_validate(data))
+    fairness = result.categories["fairness"].score
+    assert fairness < 7.5 and fairness == pytest.approx(7.5)  # the float falls just below
+    text = format_breakdown(result)
+    assert "fairness: 8" in text.splitlines()[0]
+    assert re.search(r"^  fairness\s+7\.5\s", text, re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("value", "places", "shown"),
+    [
+        (math.nextafter(27.5, 0), 0, "28"),  # the issue's fairness, a hair below the half
+        (math.nextafter(72.5, 0), 0, "73"),  # and its composite
+        (1.15 * 100, 0, "115"),  # 114.99999999999999
+        (93.25, 1, "93.3"),  # the race rubric's own example
+        (27.4999, 0, "27"),  # a real difference at 4 places still rounds down
+        (math.nextafter(27.5, 100), 0, "28"),
+    ],
+)
+def test_half_up_settles_the_float_to_nine_places_first(value: float, places: int, shown: str):
+    assert format_half_up(value, places) == shown

@@ -717,3 +717,43 @@ def test_raw_measures_and_their_dimension_scores_rank_alike(race: RaceMeasures):
         assert 0 <= agent.composite <= 100 + 1e-9
         if agent.scores.build == 0:
             assert (agent.scores.tests, agent.scores.lint) == (0, 0)
+
+
+MEASURED = ["build", "speed"]
+
+
+def speed_for(composite: float) -> DimensionScores:
+    """Build passed (weight 30) and a speed (weight 10): composite = (3000 + 10 speed) / 40."""
+    return DimensionScores(build=100, speed=(composite * 40 - 3000) / 10)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "tie"),
+    [
+        (85.0, 85.0, True),  # exactly tied: the name order must not pick the merge
+        (85.04, 84.96, True),  # both read 85.0 / 100
+        (85.1, 84.9, False),  # one is ahead as shown
+    ],
+)
+def test_a_tie_at_the_top_is_for_a_person_to_decide(first: float, second: float, tie: bool):
+    """Issue 20, item 3: two agents tied at 85.00 made the first by name the winner and the
+    verdict auto-merge."""
+    agents = {"alpha": speed_for(first), "beta": speed_for(second)}
+    outcome = score_race_dimensions(agents, measured=MEASURED)
+    assert [a.composite for a in outcome.agents] == pytest.approx([first, second])
+    if tie:
+        assert outcome.verdict is Verdict.REVIEW
+        assert (outcome.winner, outcome.tied) == (None, ["alpha", "beta"])
+        text = format_race_results(outcome.agents, "t", outcome.verdict)
+        assert "Winner: none: alpha, beta tie at 85.0 / 100" in text
+    else:
+        assert outcome.verdict is Verdict.AUTO_MERGE
+        assert (outcome.winner, outcome.tied) == ("alpha", [])
+
+
+def test_a_tie_below_the_merge_line_keeps_its_verdict():
+    broken = DimensionScores(build=0, speed=80)  # composite 20, under fail_maximum (30)
+    failed = score_race_dimensions({"a": broken, "b": broken}, measured=MEASURED)
+    assert failed.verdict is Verdict.ALL_FAILED and failed.tied == ["a", "b"]
+    review = score_race_dimensions({"a": speed_for(80), "b": speed_for(80)}, measured=MEASURED)
+    assert review.verdict is Verdict.REVIEW and review.winner is None
