@@ -24,6 +24,13 @@ from tasks.records import (
 from tasks.validation import InputError
 from tasks.workloads.base import LeaderboardEntry, Reduction, UnitResult
 
+# KEYS: the batch's units, its attempts; ARGV: a unit id. A stored unit's attempts stay as they
+# were (a redelivered chunk counted one for its first unit every time: 25 against a limit of 3).
+COUNT_ATTEMPT = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+return redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+"""
+
 __all__ = [
     "FINISHED",
     "BatchInfo",
@@ -74,6 +81,12 @@ class Store:
 
     def k_attempts(self, batch_id: str) -> str:
         return f"{self.p}batch:{batch_id}:attempts"
+
+    def count_attempt(self, pipe: Any, batch_id: str, unit_id: str) -> None:
+        """Queue on `pipe`: one more attempt at `unit_id`, unless it already has a result (a
+        chunk delivered again skips it: nothing runs, nothing is counted). Its reply is the
+        count, 0 for a stored unit. EVAL, not EVALSHA: no extra round trip to load it."""
+        pipe.eval(COUNT_ATTEMPT, 2, self.k_units(batch_id), self.k_attempts(batch_id), unit_id)
 
     def k_logs(self, batch_id: str) -> str:
         return f"{self.p}batch:{batch_id}:logs"
@@ -232,7 +245,7 @@ class Store:
             pipe.hlen(self.k_units(batch_id))
             pipe.hget(self.k_batch(batch_id), "total")
             if next_unit is not None:
-                pipe.hincrby(self.k_attempts(batch_id), next_unit, 1)
+                self.count_attempt(pipe, batch_id, next_unit)
             if also is not None:
                 also(pipe)
             replies = pipe.execute()
@@ -246,7 +259,7 @@ class Store:
         first unit; save_unit(next_unit=...) does the same for each later one."""
         with self.r.pipeline(transaction=False) as pipe:
             pipe.hget(self.k_batch(batch_id), "status")
-            pipe.hincrby(self.k_attempts(batch_id), unit_id, 1)
+            self.count_attempt(pipe, batch_id, unit_id)
             status, attempts = pipe.execute()
         return status, int(attempts)
 

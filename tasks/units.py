@@ -114,8 +114,8 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
         pipe.hget(db.k_batch(batch_id), "status")
         pipe.hmget(db.k_units(batch_id), ids)
         # The first unit's attempt, counted now: it is the one to run unless the chunk was
-        # delivered before (a stored unit's count is never read).
-        pipe.hincrby(db.k_attempts(batch_id), ids[0], 1)
+        # delivered before (then it has a result, and nothing is counted).
+        db.count_attempt(pipe, batch_id, ids[0])
 
     all_stored = False
     beat = liveness.heartbeat(db, batch_id, chunk_id, ids, parsed[0].queue, settings.heartbeat_s,

@@ -222,6 +222,29 @@ def test_the_same_chunk_delivered_twice_lands_once(cluster_env, db, workers, wri
            "each unit stored once, one history point")  # fmt: skip
 
 
+def test_a_chunk_delivered_again_counts_no_attempt_for_its_stored_units(
+    cluster_env, db, workers, write_spec
+):
+    """Issue 20, item 4: each delivery of a chunk counted an attempt of its first unit even
+    when that unit already had a result (25 attempts against a limit of 3). One worker process,
+    so no two deliveries run at once: every unit ran once and has one attempt."""
+    spec = bandit_spec(protocol={"episodes": 4, "seed": 6})
+    batch_id = submit(cluster_env, write_spec, spec)  # no worker yet: the messages wait
+    queued = db.r.lrange("cpu", 0, -1)
+    assert queued
+    for _ in range(5):
+        db.r.rpush("cpu", *queued)  # every chunk delivered six times
+    workers.start(cluster_env, concurrency=1)
+    assert wait_finished(db, batch_id, timeout=120) == "done"
+    deadline = time.monotonic() + 60
+    while db.r.llen("cpu") and time.monotonic() < deadline:  # the redeliveries, run too
+        time.sleep(0.2)
+    time.sleep(1)
+    attempts = db.r.hgetall(db.k_attempts(batch_id))
+    assert set(attempts) == set(db.unit_results(batch_id))
+    assert set(attempts.values()) == {"1"}, attempts
+
+
 def test_a_message_lost_in_delivery_is_sent_again(cluster_env, db, workers, write_spec):
     """Kombu's Redis transport takes a message off the queue (BRPOP) before it records it as
     delivered: a worker killed in between loses it. Here one message simply disappears."""
