@@ -113,6 +113,7 @@ def unit_result(unit: Unit, duration_s: float = 0.0, **fields: Any) -> UnitResul
 def error_result(
     unit: Unit, reason: str, duration_s: float = 0.0, kind: ErrorKind = "agent", **fields: Any
 ) -> UnitResult:
+    reason = " ".join(reason.split()) or "error (no reason was given)"  # never empty
     return unit_result(
         unit, duration_s, status="error", reason=reason[:500], error_kind=kind, **fields
     )
@@ -171,7 +172,21 @@ def execute_unit(
 
 
 def describe(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, UnitTimeout) else f"{type(exc).__name__}: {exc}"
+    """A unit's error reason, never empty: the exception's type, its message when it has one,
+    and for a MemoryError the limit that raised it (a bare MemoryError() says nothing)."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, UnitTimeout):
+        return text or "time limit exceeded"
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError):
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        where = (
+            f"this process's memory limit ({limit >> 20} MB, ARENA_UNIT_MEMORY_MB)"
+            if limit != resource.RLIM_INFINITY
+            else "no memory limit was set: the machine's memory ran out"
+        )
+        return f"{name}: {text + '; ' if text else ''}out of memory ({where})"
+    return f"{name}: {text}" if text else name
 
 
 def kind_of(exc: BaseException) -> ErrorKind:

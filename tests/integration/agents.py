@@ -143,6 +143,17 @@ def memory_eater() -> MemoryEater:
     return MemoryEater()
 
 
+class SilentMemoryError(GreedyAgent):
+    """Raises MemoryError() with no message, as an allocation in native code does."""
+
+    def act(self, observation: dict[str, Any]) -> int:
+        raise MemoryError()
+
+
+def silent_memory_error() -> SilentMemoryError:
+    return SilentMemoryError()
+
+
 class AlympicsSleeper:
     """The builtin agent, except that its Prisoner's Dilemma moves never come back (it sleeps):
     the unit's time limit must end those match sets, and only those."""

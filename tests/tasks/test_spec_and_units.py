@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import signal
 import time
 
@@ -168,3 +169,22 @@ def _system_exit_in_the_worker() -> None:
     finally:
         _Shutdown.requested = False
     assert os.getpid()  # still here
+
+
+@pytest.mark.parametrize(
+    ("entry_point", "expected"),
+    [
+        # A bare MemoryError() printed as "MemoryError: " and nothing else (issue 20, item 4).
+        ("silent_memory_error", r"^MemoryError: out of memory \(.*memory"),
+        ("crashing", r"^RuntimeError: \S"),
+    ],
+)
+def test_an_error_reason_is_never_empty(monkeypatch, entry_point: str, expected: str):
+    agents = [{"name": "q", "entry_point": f"tests.integration.agents:{entry_point}"}]
+    unit = get_workload("bandit").expand(
+        validate_batch(bandit_spec(agents=agents, protocol={"episodes": 1}))
+    )[0]
+    with no_jail_here(monkeypatch, trust=True):  # in this process: the exception as raised
+        result = execute_unit(get_workload("bandit"), unit).result
+    assert result.status == "error"
+    assert re.search(expected, result.reason or ""), result.reason

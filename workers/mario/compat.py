@@ -16,9 +16,29 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 from typing import Any
 
 _patched = False
+
+
+def import_gym_quietly() -> None:
+    """Import gym, when installed, with its "unmaintained" notice kept off stderr (it would
+    open the log of the unit whose process imports it first: Stable-Baselines3 imports gym when
+    present). Anything else printed on import is passed on."""
+    if "gym" in sys.modules:
+        return
+    printed = io.StringIO()
+    with contextlib.redirect_stderr(printed), contextlib.suppress(ImportError):
+        import gym  # noqa: F401
+    text = printed.getvalue()
+    with contextlib.suppress(ImportError, AttributeError):
+        from gym_notices.notices import notices
+
+        for notice in set(notices.values()):
+            text = text.replace(notice + "\n", "")
+    if text.strip():
+        sys.stderr.write(text)
 
 
 def _header(rom: Any) -> Any:
@@ -44,6 +64,7 @@ def smb_env_class() -> Any:
     global _patched
     # gym 0.26 prints an "unmaintained" notice to stderr on import: it would land in every
     # unit's captured log. We drive nes-py directly and need none of gym's machinery.
+    import_gym_quietly()
     with contextlib.redirect_stderr(io.StringIO()):
         import gym_super_mario_bros
         import nes_py._rom

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from workers.mario.compat import import_gym_quietly
 from workers.mario.determinism import make_deterministic, runtime_provenance
 
 try:
@@ -252,6 +253,7 @@ def load_checkpoint_agent(
         raise FileNotFoundError(f"sb3: no checkpoint file {path!r}")
     data = _read_data(file)
     algorithm = _algorithm(data, path)
+    import_gym_quietly()  # SB3 imports gym when it is installed (the mario extra brings it)
     try:
         import stable_baselines3
         import torch
