@@ -12,10 +12,12 @@ from pydantic import ValidationError
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from tasks import outage
 from tasks.settings import ArenaSettings, celery_url, current_settings
 from tasks.store import Store
 
 app = Celery("arena", include=["tasks.units"])
+outage.install(app)  # a worker's Redis outage: one line when it starts, one when it ends
 QUEUES = ("cpu", "gpu")
 # Backoff of a worker's Redis calls during an outage: 50 ms doubling up to 2 s between tries.
 RETRY_BASE_S, RETRY_CAP_S = 0.05, 2.0

@@ -159,6 +159,13 @@ def test_redis_killed_and_restarted_mid_batch(
     db = Store(redis.Redis.from_url(restartable_redis.url, decode_responses=True))
     assert wait_finished(db, batch_id, timeout=180) == "done", workers.log_tail()
     assert_equal_to_undisturbed(db, batch_id, spec)
+    # The worker says it in two lines of its own, not Celery's ERROR line every few seconds
+    # and a deprecation block (issue 20, item 5).
+    log = (tmp_path / "worker.log").read_text()
+    assert "Cannot connect to" not in log and "CPendingDeprecationWarning" not in log, log
+    assert log.count("lost Redis (") >= 1 and log.count("Redis is back after") >= 1, log
+    if workers.restarts == 0:
+        assert log.count("lost Redis (") == log.count("Redis is back after") == 1, log
     figure("Redis kill -9, restarted 3 s later (AOF)", time.monotonic() - back,
            "identical results, no unit lost")  # fmt: skip
 
