@@ -42,6 +42,7 @@ from arena.replays import Replays
 from arena.tables import ranked
 from tasks.metrics import ClusterGauges, QueueDepth
 from tasks.records import FINISHED, BatchInfo
+from tasks.refusal import refused_writes
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import MAX_SPEC_BYTES
 from tasks.store import Store
@@ -277,6 +278,11 @@ def lost_redis(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": f"Redis unreachable: {' '.join(str(exc).split())}"}, 503)
 
 
+def refusing_redis(_: Request, exc: Exception) -> JSONResponse:
+    """Redis up but refusing writes (out of memory, a replica): 503 with why, not a 500."""
+    return JSONResponse({"detail": refused_writes(exc) or "Redis refused the command"}, 503)
+
+
 class ArenaApp(FastAPI):
     """FastAPI behind the front door: it wraps the whole middleware stack, so even an answer
     that Starlette's error middleware writes gets the security headers."""
@@ -305,6 +311,8 @@ def create_app(settings: ArenaSettings) -> FastAPI:
     app.front_door = (tokens, settings.api_max_body_bytes, page.PAGE_CSP)
     app.add_exception_handler(redis.ConnectionError, lost_redis)
     app.add_exception_handler(redis.TimeoutError, lost_redis)
+    for refusal in (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError):
+        app.add_exception_handler(refusal, refusing_redis)
     token = token_check(tokens)
     ops_routes(app, api)
     batch_routes(app, api, token)

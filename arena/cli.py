@@ -22,6 +22,7 @@ from arena.race_cmd import race_group
 from arena.schedule_cmd import beat_command, schedule_group
 from arena.score_cmd import SCORERS, score
 from tasks.provenance import version_line
+from tasks.refusal import refused_writes
 
 # The rubric worked examples, shipped inside the package (scored by `arena demo`); the
 # repository's examples/scoring/ is a link to this folder.
@@ -159,6 +160,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         click.echo(f"arena: lost Redis: {' '.join(str(exc).split())}", err=True)
+        sys.exit(1)
+    except redis.ResponseError as exc:
+        refused = refused_writes(exc)  # up, but out of memory, a replica, or its disk failing
+        if refused is None:
+            raise
+        click.echo(f"arena: {refused}", err=True)
         sys.exit(1)
     except click.exceptions.Abort:
         click.echo("arena: aborted", err=True)

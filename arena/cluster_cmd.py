@@ -21,6 +21,7 @@ from arena.report import Report, report_from_store, write_logs
 from arena.tables import leaderboard_view
 from tasks.liveness import waiting_on_lost_workers
 from tasks.redact import redact_text
+from tasks.refusal import probe_writes, refused_writes
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import load_spec_file
 from tasks.store import FINISHED, BatchInfo, Store, as_entries
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 console = Console()
 err_console = Console(stderr=True)
 POLL_S = 0.2
+PROBE_S = 2.0  # how often a waiting client checks that Redis accepts writes
 
 
 def load_batch(path: str) -> ValidatedBatch:
@@ -83,14 +85,29 @@ def wait(
         TextColumn("units"), TimeElapsedColumn(),
     )  # fmt: skip
     outage = Outage(settings.redis_retry_s, batch_id)
+    probed = time.monotonic()
     with Progress(*columns, console=console, disable=not show, transient=False) as bar:
         task = bar.add_task(f"batch {batch_id}", total=total)
         while True:
             try:
                 done, status = db.progress(batch_id)
                 note = waiting_on_lost_workers(db, batch_id, settings.lost_worker_s)
+                # Reads pass where writes are refused: probe now and then, and at every poll
+                # while refused (only a write tells when it is over).
+                if (outage.refused and outage.since) or time.monotonic() - probed > PROBE_S:
+                    probed = time.monotonic()
+                    refused = probe_writes(db.r, db.p)
+                    if refused:
+                        outage.lost(RuntimeError(refused), err_console, refused)
+                        continue
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 outage.lost(exc, err_console)
+                continue
+            except redis.ResponseError as exc:
+                refused = refused_writes(exc)  # up, but refusing: waited for like an outage
+                if refused is None:
+                    raise
+                outage.lost(exc, err_console, refused)
                 continue
             outage.back(err_console)
             if status is None:
@@ -115,24 +132,27 @@ class Outage:
     def __init__(self, limit_s: float, batch_id: str) -> None:
         self.limit_s, self.batch_id = limit_s, batch_id
         self.since: float | None = None
+        self.refused = False  # Redis up but refusing writes (tasks/refusal.py), not gone
 
-    def lost(self, exc: Exception, out: Console | None) -> None:
+    def lost(self, exc: Exception, out: Console | None, refused: str | None = None) -> None:
         now = time.monotonic()
+        why = refused or f"lost Redis ({' '.join(str(exc).split())})"
         if self.since is None:
-            self.since = now
+            self.since, self.refused = now, refused is not None
             if out:
-                out.print(f"lost Redis ({' '.join(str(exc).split())}); reconnecting for up to "
+                out.print(f"{why}; {'waiting' if refused else 'reconnecting'} for up to "
                           f"{self.limit_s:g}s", soft_wrap=True, highlight=False)  # fmt: skip
         if now - self.since > self.limit_s:
             raise RunFailed(
-                f"lost Redis for over {self.limit_s:g}s ({' '.join(str(exc).split())}); the "
-                f"batch goes on where Redis is: arena status {self.batch_id}"
+                f"{why} for over {self.limit_s:g}s; the batch goes on where Redis is: arena "
+                f"status {self.batch_id}"
             )
         time.sleep(1.0)
 
     def back(self, out: Console | None) -> None:
         if self.since is not None and out:
-            out.print(f"Redis is back after {time.monotonic() - self.since:.0f}s",
+            what = "Redis accepts writes again" if self.refused else "Redis is back"
+            out.print(f"{what} after {time.monotonic() - self.since:.0f}s",
                       highlight=False)  # fmt: skip
         self.since = None
 
@@ -188,8 +208,9 @@ def report(db: Store, info: BatchInfo, show: bool = True, boards: bool = True) -
         soft_wrap=True, highlight=False,
     )  # fmt: skip
     if info.status == "running":
-        note = waiting_on_lost_workers(db, info.id, load_settings().lost_worker_s)
-        if note:
+        notes = [waiting_on_lost_workers(db, info.id, load_settings().lost_worker_s),
+                 probe_writes(db.r, db.p)]  # fmt: skip
+        for note in filter(None, notes):
             console.print(note, soft_wrap=True, highlight=False)
     if info.status == "done" and boards:
         for board in info.boards:

@@ -86,6 +86,21 @@ def test_no_configured_token_refuses_writes(api_settings: ArenaSettings, db: Sto
     assert db.batch_ids() == []
 
 
+def test_a_redis_that_refuses_writes_is_503_saying_why(client: TestClient, db: Store) -> None:
+    """Out of memory (maxmemory, noeviction): the submission is 503 naming the refusal, not a
+    500 (issue 20, item 5); reads still answer; nothing is stored."""
+    db.r.config_set("maxmemory", 1)
+    try:
+        response = client.post("/batches", json=small_spec(), headers=AUTH)
+        assert response.status_code == 503, response.text
+        assert response.json()["detail"].startswith("Redis refuses writes (")
+        assert "maxmemory" in response.json()["detail"]
+        assert client.get("/batches").status_code == 200
+    finally:
+        db.r.config_set("maxmemory", 0)
+    assert db.batch_ids() == []
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [

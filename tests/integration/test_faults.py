@@ -296,6 +296,36 @@ def test_a_client_that_loses_redis_while_waiting(
            "reconnects, exit 0")  # fmt: skip
 
 
+def test_redis_that_refuses_writes_is_said_in_one_line(cluster_env, db, workers, write_spec):
+    """Redis up but out of memory (maxmemory, noeviction): reads pass, writes (and the reads
+    of a MULTI) are refused, so a batch stalls while reading as running (issue 20, item 5).
+    `arena status` says why under the status line; `--watch` says it once, waits, and says
+    when Redis accepts writes again."""
+    batch_id = submit(cluster_env, write_spec, bandit_spec(protocol={"episodes": 4, "seed": 6}))
+    watcher = subprocess.Popen(
+        [ARENA, "status", batch_id, "--watch"], env=cluster_env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1)
+    db.r.config_set("maxmemory", 1)
+    try:
+        shown = arena("status", batch_id, env=cluster_env)
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+        status, note = shown.stdout.strip().splitlines()
+        assert status.startswith(f"batch {batch_id}: running"), shown.stdout
+        assert note.startswith("Redis refuses writes (") and "maxmemory" in note, note
+        time.sleep(3)
+    finally:
+        db.r.config_set("maxmemory", 0)
+    workers.start(cluster_env, concurrency=2)
+    _, err = watcher.communicate(timeout=120)
+    assert watcher.returncode == 0 and "Traceback" not in err, err
+    said = err.strip().splitlines()
+    assert said[0].startswith("Redis refuses writes (") and "waiting for up to" in said[0], err
+    assert said[1].startswith("Redis accepts writes again after"), err
+    assert db.status(batch_id) == "done"
+
+
 def test_a_batch_that_vanishes_ends_the_wait(cluster_env, db, write_spec):
     batch_id = submit(cluster_env, write_spec, slow_spec())  # no workers: it stays running
     watcher = subprocess.Popen(
