@@ -27,6 +27,7 @@ def test_defaults_and_identity() -> None:
     protocol = MarioProtocol()
     assert protocol.model_dump() == {
         "frame_skip": 4, "action_set": "right_only", "sticky_p": 0.0, "max_steps": 4500,
+        "max_x_rule": "course",
     }  # fmt: skip
     assert MarioProtocol.model_validate_json('{"sticky_p": 0, "max_steps": 10}').sticky_p == 0.0
     with pytest.raises(pydantic.ValidationError):
@@ -45,6 +46,7 @@ def test_defaults_and_identity() -> None:
         ({"sticky_p": -0.1}, "sticky_p"),
         ({"max_steps": 0}, "max_steps"),
         ({"max_steps": 1_000_001}, "max_steps"),
+        ({"max_x_rule": "area"}, "max_x_rule"),  # the old rule is not played any more
         ({"episodes": 3}, "episodes"),
     ],
 )
@@ -101,3 +103,27 @@ def test_built_ins_are_seeded() -> None:
     assert play("right", 1) == [1] * 50
     assert play("jump-right", 3) == play("jump-right", 3) != play("jump-right", 4)
     assert set(play("jump-right", 3)) == {3, 4}
+
+
+def test_boards_written_under_the_old_max_x_rule_refuse_new_batches() -> None:
+    # Before max_x followed the course (docs/mario.md, "max_x and areas") the params had no
+    # max_x_rule: a board claimed then holds another protocol fingerprint than any new batch.
+    from tasks.identity import protocol_fingerprint
+    from tasks.submit import check_leaderboards
+    from tasks.validation import InputError
+    from tasks.workloads import validate_batch
+
+    spec = {"workload": "mario", "agents": ["right"], "items": ["1-2"], "leaderboard": "nightly"}
+    batch = validate_batch(spec)
+    normalised = batch.normalised()
+    assert normalised["params"]["max_x_rule"] == "course"
+    old_params = {k: v for k, v in normalised["params"].items() if k != "max_x_rule"}
+    old = protocol_fingerprint({**normalised, "params": old_params})
+    assert batch.protocol_fingerprint != old
+
+    class OldBoards:
+        def leaderboard_protocol(self, name: str) -> str:
+            return old
+
+    with pytest.raises(InputError, match="'nightly-1-2' holds results of a different protocol"):
+        check_leaderboards(OldBoards(), batch)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("gym_super_mario_bros", reason="the mario extra is not installed")
 
-from tests.mario.reference import logged, reference_run, screen_digest
+from tests.mario.reference import Reference, logged, reference_run, screen_digest
 from workers.mario.agents import BUILTIN, InvalidAction
 from workers.mario.emulator import game_for, read_info
 from workers.mario.protocol import FULL_GAME, MarioProtocol
@@ -62,19 +62,31 @@ def check_against_reference(
     level: str, agent: Any, protocol: MarioProtocol, env_seed: int = 0
 ) -> EpisodeOutcome:
     """Every outcome field and every observation equal the slow path's."""
+    return compare_with_reference(level, agent, protocol, env_seed)[0]
+
+
+def compare_with_reference(
+    level: str,
+    agent: Any,
+    protocol: MarioProtocol,
+    env_seed: int = 0,
+    pokes: dict[int, dict[int, int]] | None = None,
+) -> tuple[EpisodeOutcome, Reference]:
+    """check_against_reference, and the slow path's run (each step's info, room or course).
+    `pokes` ({step: {address: value}}): what the agent wrote to RAM before those steps."""
     watching = Watching(agent)
     outcome = run_episode(level, watching, protocol, env_seed, 0)
-    ref = reference_run(level, decode_actions(outcome.actions), protocol, env_seed)
+    ref = reference_run(level, decode_actions(outcome.actions), protocol, env_seed, pokes)
     fields = outcome.model_dump(exclude={"wall_s", "actions", "level"})
     assert {k: fields[k] for k in ref.expected(level)} == ref.expected(level)
     if level != FULL_GAME:
         assert outcome.levels_completed is None and outcome.furthest_level is None
     # What the agent saw: the reset state, then each step's info and screen but the last's.
-    without_area = [{k: v for k, v in i.items() if k != "area"} for i in ref.infos]
-    first = {k: v for k, v in ref.first.items() if k != "area"}
-    assert [info for info, _ in watching.seen] == [first, *without_area[:-1]]
+    without_room = [{k: v for k, v in i.items() if k != "room"} for i in ref.infos]
+    first = {k: v for k, v in ref.first.items() if k != "room"}
+    assert [info for info, _ in watching.seen] == [first, *without_room[:-1]]
     assert [frame for _, frame in watching.seen[1:]] == ref.screens[:-1]
-    return outcome
+    return outcome, ref
 
 
 def check_replay(level: str, outcome: EpisodeOutcome) -> None:

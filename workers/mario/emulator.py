@@ -31,7 +31,27 @@ ENEMY_TYPES = slice(0x16, 0x1B)  # five enemy slots; Bowser 0x2D, flag pole 0x31
 AREA_TIMER = 0x06DE  # the env runs it down to 1 when it is between 1 and 255
 LIVES = 0x075A  # 2, 1, 0, then 0xFF: game over
 WORLD, STAGE = 0x075F, 0x075C  # zero-based
-AREA = 0x0750  # the area pointer: a bonus room or coin heaven is another area of the level
+# The area the game has loaded: its type (0 water, 1 ground, 2 underground, 3 castle) and its
+# index, both written only when an area loads. Not 0x0750, the area *pointer*: the game points it
+# at the next pipe's or vine's destination as the course scrolls on (docs/mario.md).
+AREA_TYPE, AREA_INDEX = 0x074E, 0x074F
+WARP_ZONE = 0x06D6  # non-zero: the pipes are a warp zone's (they lead to another world)
+VINE, DOWN_PIPE, CASTLE = 1, 3, 3  # 0x000E's Vine_AutoClimb and VerticalPipeEntry; a castle area
+
+
+def loaded_area(ram: memoryview) -> int:
+    """The loaded area as the game's area pointers number it (type << 5 | index): 1-1 is 0x25."""
+    return ram[AREA_TYPE] << 5 | ram[AREA_INDEX]
+
+
+def into_room(ram: memoryview, state: int) -> bool:
+    """Whether an area the game loads now is a room (bonus room, coin heaven, warp room): Mario
+    climbs a vine, or goes down a pipe that is neither a warp zone's nor a castle's (8-4's pipes
+    lead on along the course). These are the pipes the game drops Mario from (its entry mode 1);
+    side pipes, the intros' pipes, flags and deaths lead to the course."""
+    if state == VINE:
+        return True
+    return state == DOWN_PIPE and ram[WARP_ZONE] == 0 and ram[AREA_TYPE] != CASTLE
 
 
 def stage_over(ram: memoryview) -> bool:
@@ -108,7 +128,8 @@ class Game:
         self.lives_lost = 0
         self._lives = self.ram[LIVES]
         self.done = self.finished = False
-        self.area = self.ram[AREA]  # the area of the last info
+        self._area, self._in_room = loaded_area(self.ram), False
+        self.in_room = False  # as of the last info: Mario is in a room, off the course
         return read_info(self.ram)
 
     def step(
@@ -124,7 +145,7 @@ class Game:
         Sets `done` when the env would say done (single stage: death or flag; full game: game
         over) and `finished` when the full game's last level, 8-4, is cleared."""
         ram, pad, emulate, handle = self.ram, self._pad, self._emulate, self._handle
-        env, single, last = self.env, self.single, self.last_button
+        single, last = self.single, self.last_button
         info: dict[str, Any] = {}
         n = 0
         while n < frames:
@@ -146,7 +167,7 @@ class Game:
                 self.finished = ram[WORLD] == 7 and ram[STAGE] == 3 and flag_get(ram)
             if self.done or self.finished or n == frames:
                 info = read_info(ram)  # as env.step's: before its after-frame hacks
-                self.area = ram[AREA]
+                self._note_area()
             if self.done or self.finished:
                 break
             # The env's after-frame hacks (`_did_step`), called only when one of them applies.
@@ -157,7 +178,7 @@ class Game:
                 or state == 7
                 or (not single and (dying or ram[GAME_MODE] == 2))
             ):
-                env._did_step(False)
+                self._hacks(state)
                 if not single:
                     self._count_lives()
             if on_frame is not None:
@@ -166,6 +187,24 @@ class Game:
             on_frame(self.screen)
         self.last_button = last
         return n, info
+
+    def _hacks(self, state: int) -> None:
+        """The env's `_did_step`. Pipes, vines, deaths and flags load areas only in here (the
+        env skips their animations): note whether the area it loads is a room."""
+        ram = self.ram
+        # As the change starts. A room leads nowhere but back to the course or to another world
+        # (even up coin heaven's own vine, back out): from a room, every area is the course.
+        area, room = loaded_area(ram), not self._in_room and into_room(ram, state)
+        self.env._did_step(False)
+        if loaded_area(ram) != area:
+            self._area, self._in_room = loaded_area(ram), room
+
+    def _note_area(self) -> None:
+        """At an info: whether Mario is in a room. An area loaded outside the hacks (none was
+        measured) counts as the course."""
+        if loaded_area(self.ram) != self._area:
+            self._area, self._in_room = loaded_area(self.ram), False
+        self.in_room = self._in_room
 
     def _count_lives(self) -> None:
         """Lives lost in the full game: every decrement of the counter (1-ups add back)."""

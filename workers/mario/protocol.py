@@ -45,6 +45,10 @@ class MarioProtocol(BaseModel):
     sticky_p: float = Field(default=0.0, ge=0.0, lt=1.0)
     # 4,500 steps of 4 frames = 18,000 frames, the 2018 Retro Contest's cap.
     max_steps: int = Field(default=4500, ge=1, le=1_000_000)
+    # How max_x is measured (docs/mario.md, "max_x and areas"): over the steps on the course,
+    # wherever the game's area pointer is; rooms left out. Protocols before it had no such key
+    # (max_x then followed RAM 0x0750): their fingerprints differ, so their boards stay apart.
+    max_x_rule: Literal["course"] = "course"
 
 
 def action_names(action_set: ActionSetName) -> list[list[str]]:

@@ -40,7 +40,7 @@ class EpisodeOutcome(BaseModel):
     completed: bool  # the flag (or axe) reached; full game: 8-4 cleared
     world: int  # where the episode ended; full game: the furthest level
     stage: int
-    max_x: int  # the maximum x_pos of the steps in the level's main area (docs/mario.md)
+    max_x: int  # the maximum x_pos of the steps on the level's course, rooms left out (mario.md)
     steps: int  # agent decisions
     frames: int  # frames the agent's buttons were held (env.step calls)
     emulator_frames: int  # frames + those the env skips itself (death, pipes, between lives)
@@ -133,7 +133,7 @@ def _play(
     info = game.reset()
     if on_frame is not None:
         on_frame(game.screen)
-    track = _Tracker(level, info, game.area)
+    track = _Tracker(level, info)
     log = bytearray()
     frames = 0
     while len(log) < protocol.max_steps and not (game.done or game.finished):
@@ -143,7 +143,7 @@ def _play(
             buttons[action], protocol.frame_skip, protocol.sticky_p, sticky, on_frame
         )
         frames += ran
-        if track.step(info, game.area):
+        if track.step(info, game.in_room):
             break  # a warp zone left the single stage: cleared without its flag
     return track.outcome(
         game,
@@ -158,26 +158,27 @@ def _play(
 class _Tracker:
     """max_x, the furthest level and the levels completed, from the steps' info."""
 
-    def __init__(self, level: str, info: dict[str, Any], area: int) -> None:
+    def __init__(self, level: str, info: dict[str, Any]) -> None:
         self.level = level
         self.target = level_target(level)
         self.furthest = (int(info["world"]), int(info["stage"]))
-        self.main_area = area  # the area the level starts in
         self.max_x: int | None = None
         self.levels_completed = 0
         self.warped = False
 
-    def step(self, info: dict[str, Any], area: int) -> bool:
-        """Take one step's info; True when the level changed under a single-stage episode."""
+    def step(self, info: dict[str, Any], in_room: bool) -> bool:
+        """Take one step's info (and whether Mario was in a bonus room, coin heaven or warp
+        room then); True when the level changed under a single-stage episode."""
         here = (int(info["world"]), int(info["stage"]))
         if here > self.furthest:
             if self.target is not None:
                 self.warped = True  # a warp zone: the stage is left, its flag never reached
                 return True
-            # A new level (a flag, an axe, or a warp zone): its own main area and x from now on.
-            self.furthest, self.main_area, self.max_x = here, area, None
+            # A new level (a flag, an axe, or a warp zone): its own x from now on.
+            self.furthest, self.max_x = here, None
             self.levels_completed += 1
-        if here == self.furthest and area == self.main_area:
+        # The course counts wherever the game's area pointers are; a room's own x does not.
+        if here == self.furthest and not in_room:
             x = int(info["x_pos"])
             self.max_x = x if self.max_x is None or x > self.max_x else self.max_x
         return False
