@@ -10,9 +10,9 @@ from celery import Celery
 from kombu.entity import Exchange, Queue
 from pydantic import ValidationError
 from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from tasks import outage
+from tasks.refusal import REFUSING, SayingRetry
 from tasks.settings import ArenaSettings, celery_url, current_settings
 from tasks.store import Store
 
@@ -62,14 +62,19 @@ def configure(settings: ArenaSettings) -> Celery:
     return app
 
 
+# Waited for like an outage: Redis up but refusing writes (out of memory, a read-only replica);
+# a refused command did nothing, so sending it again is safe (tasks/refusal.py).
+RETRIED = (redis.ConnectionError, redis.TimeoutError, *REFUSING)
+
+
 @cache
 def _store(pid: int, url: str, prefix: str, retry_s: float) -> Store:
     retries = int(retry_s / RETRY_CAP_S) + 6 if retry_s > 0 else 0
     client = redis.Redis.from_url(
         url,
         decode_responses=True,
-        retry=Retry(ExponentialBackoff(cap=RETRY_CAP_S, base=RETRY_BASE_S), retries),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        retry=SayingRetry(ExponentialBackoff(cap=RETRY_CAP_S, base=RETRY_BASE_S), retries),
+        retry_on_error=list(RETRIED),
     )
     return Store(client, prefix)
 

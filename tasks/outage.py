@@ -82,6 +82,9 @@ def _ignore_cancel_notice(**_: Any) -> None:
 
 
 def install(app: Celery) -> None:
+    from tasks.refusal import QuietRefusals
+
     logging.getLogger("celery.worker.consumer.consumer").addFilter(QuietReconnects())
+    logging.getLogger("kombu.transport.redis").addFilter(QuietRefusals())
     app.steps["consumer"].add(NoticeReconnect)
     signals.worker_ready.connect(_ignore_cancel_notice, weak=False)

@@ -5,7 +5,15 @@ Arena's bug: one line that says which, never a traceback (docs/reliability.md)."
 
 from __future__ import annotations
 
+import logging
+import time
+from typing import Any
+
 import redis
+from redis.retry import Retry
+
+log = logging.getLogger("arena.worker")
+REFUSING = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
 
 ADVICE = {
     "OOM": "Redis is out of memory (maxmemory): free memory or raise maxmemory",
@@ -39,3 +47,42 @@ def probe_writes(client: redis.Redis, prefix: str) -> str | None:
             raise
         return refused
     return None
+
+
+class SayingRetry(Retry):
+    """redis-py's retry, saying in one line when Redis starts refusing writes and in one when
+    a refused command goes through again (a worker's results wait meanwhile)."""
+
+    refused_since: float | None = None  # per process: every pool's client shares the story
+
+    def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.get_retries() == 0:  # a client that says what it waits for itself (the CLI)
+            return super().call_with_retry(do, fail, *args, **kwargs)
+        refused = False
+
+        def failed(error: Exception, *more: Any) -> Any:
+            nonlocal refused
+            if isinstance(error, REFUSING):
+                refused = True
+                if SayingRetry.refused_since is None:
+                    SayingRetry.refused_since = time.monotonic()
+                    log.warning("%s; unit results wait and are stored once it accepts them",
+                                refused_writes(error))  # fmt: skip
+            return fail(error, *more)
+
+        result = super().call_with_retry(do, failed, *args, **kwargs)
+        # Only a refused command that went through says it is over (a read passes meanwhile).
+        if refused and SayingRetry.refused_since is not None:
+            lasted = time.monotonic() - SayingRetry.refused_since
+            SayingRetry.refused_since = None
+            log.warning("Redis accepts writes again after %.0fs", lasted)
+        return result
+
+
+class QuietRefusals(logging.Filter):
+    """kombu's "maybe_refresh_binding_expiry: Redis error, will retry" with a traceback, every
+    second of a refusal: the worker's own line says it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or refused_writes(error) is None

@@ -296,6 +296,28 @@ def test_a_client_that_loses_redis_while_waiting(
            "reconnects, exit 0")  # fmt: skip
 
 
+def test_redis_that_refuses_writes_mid_batch_loses_nothing(
+    cluster_env, db, workers, write_spec, tmp_path: Path
+):
+    """Out of memory for 5 s at 60/400 units: every refused write waits and lands once Redis
+    accepts writes again (results equal to an undisturbed run's); each worker process says so in
+    one line when it starts and one when it ends, not kombu's traceback every second. Before
+    (issue 20, item 5), the chunk failed on the refused write and the batch stalled for good."""
+    spec = slow_spec()
+    workers.start(cluster_env, concurrency=2, restart=True)
+    batch_id = submit(cluster_env, write_spec, spec)
+    wait_stored(db, batch_id, 60)
+    db.r.config_set("maxmemory", 1)  # noeviction: every command that may add memory is refused
+    time.sleep(5)
+    db.r.config_set("maxmemory", 0)
+    assert wait_finished(db, batch_id, timeout=120) == "done", workers.log_tail()
+    assert_equal_to_undisturbed(db, batch_id, spec)
+    log = (tmp_path / "worker.log").read_text()
+    refused, accepted = log.count("Redis refuses writes ("), log.count("Redis accepts writes again")
+    assert 1 <= refused == accepted, log
+    assert "maybe_refresh_binding_expiry" not in log and "Traceback" not in log, log
+
+
 def test_redis_that_refuses_writes_is_said_in_one_line(cluster_env, db, workers, write_spec):
     """Redis up but out of memory (maxmemory, noeviction): reads pass, writes (and the reads
     of a MULTI) are refused, so a batch stalls while reading as running (issue 20, item 5).
