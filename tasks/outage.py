@@ -61,7 +61,7 @@ class QuietReconnects(logging.Filter):
         return True
 
 
-class NoticeReconnect(bootsteps.StartStopStep):
+class NoticeReconnect(bootsteps.StartStopStep):  # type: ignore[misc]  # celery is untyped
     """Started with the consumer: at the worker's start, and again after each reconnect."""
 
     requires = ("celery.worker.consumer.connection:Connection",)

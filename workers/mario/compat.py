@@ -33,7 +33,7 @@ def import_gym_quietly() -> None:
         import gym  # noqa: F401
     text = printed.getvalue()
     with contextlib.suppress(ImportError, AttributeError):
-        from gym_notices.notices import notices
+        from gym_notices.notices import notices  # type: ignore[import-untyped]
 
         for notice in set(notices.values()):
             text = text.replace(notice + "\n", "")
