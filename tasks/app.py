@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from redis.backoff import ExponentialBackoff
 
 from tasks import outage
-from tasks.refusal import REFUSING, SayingRetry
+from tasks.refusal import SayingRetry
 from tasks.settings import ArenaSettings, celery_url, current_settings
 from tasks.store import Store
 
@@ -62,9 +62,11 @@ def configure(settings: ArenaSettings) -> Celery:
     return app
 
 
-# Waited for like an outage: Redis up but refusing writes (out of memory, a read-only replica);
-# a refused command did nothing, so sending it again is safe (tasks/refusal.py).
-RETRIED = (redis.ConnectionError, redis.TimeoutError, *REFUSING)
+# Waited for like an outage: Redis up but refusing writes (out of memory, a read-only replica,
+# MISCONF); a refused command did nothing, so sending it again is safe. Other replies' errors are
+# raised at once by SayingRetry (MISCONF has no class of its own: ResponseError is retried only
+# when tasks/refusal.py names it a refusal).
+RETRIED = (redis.ConnectionError, redis.TimeoutError, redis.ResponseError)
 
 
 @cache

@@ -13,7 +13,6 @@ import redis
 from redis.retry import Retry
 
 log = logging.getLogger("arena.worker")
-REFUSING = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
 
 ADVICE = {
     "OOM": "Redis is out of memory (maxmemory): free memory or raise maxmemory",
@@ -62,7 +61,9 @@ class SayingRetry(Retry):
 
         def failed(error: Exception, *more: Any) -> Any:
             nonlocal refused
-            if isinstance(error, REFUSING):
+            if isinstance(error, redis.ResponseError):
+                if refused_writes(error) is None:
+                    raise error  # a command's own error (WRONGTYPE, NOSCRIPT...): never retried
                 refused = True
                 if SayingRetry.refused_since is None:
                     SayingRetry.refused_since = time.monotonic()

@@ -16,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -296,10 +298,43 @@ def test_a_client_that_loses_redis_while_waiting(
            "reconnects, exit 0")  # fmt: skip
 
 
+@contextmanager
+def writes_refused(db: Store, why: str) -> Iterator[None]:
+    """Redis refusing writes for the block: out of memory (`maxmemory` 1 byte, noeviction), or
+    MISCONF (snapshots configured and the last one failed: its file's name is a directory)."""
+    if why == "oom":
+        db.r.config_set("maxmemory", 1)
+        try:
+            yield
+        finally:
+            db.r.config_set("maxmemory", 0)
+        return
+    blocker = Path(db.r.config_get("dir")["dir"]) / db.r.config_get("dbfilename")["dbfilename"]
+    (blocker / "x").mkdir(parents=True)  # the snapshot's rename onto it fails
+    db.r.config_set("save", "3600 1")
+    try:
+        _snapshot(db, "err")
+        yield
+    finally:
+        (blocker / "x").rmdir()
+        blocker.rmdir()
+        _snapshot(db, "ok")
+        db.r.config_set("save", "")
+
+
+def _snapshot(db: Store, expected: str) -> None:
+    db.r.bgsave()
+    deadline = time.monotonic() + 30
+    while db.r.info("persistence")["rdb_last_bgsave_status"] != expected:
+        assert time.monotonic() < deadline, f"BGSAVE did not end {expected}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("why", ["oom", "misconf"])
 def test_redis_that_refuses_writes_mid_batch_loses_nothing(
-    cluster_env, db, workers, write_spec, tmp_path: Path
+    cluster_env, db, workers, write_spec, tmp_path: Path, why: str
 ):
-    """Out of memory for 5 s at 60/400 units: every refused write waits and lands once Redis
+    """Writes refused for 5 s at 60/400 units: every refused write waits and lands once Redis
     accepts writes again (results equal to an undisturbed run's); each worker process says so in
     one line when it starts and one when it ends, not kombu's traceback every second. Before
     (issue 20, item 5), the chunk failed on the refused write and the batch stalled for good."""
@@ -307,14 +342,14 @@ def test_redis_that_refuses_writes_mid_batch_loses_nothing(
     workers.start(cluster_env, concurrency=2, restart=True)
     batch_id = submit(cluster_env, write_spec, spec)
     wait_stored(db, batch_id, 60)
-    db.r.config_set("maxmemory", 1)  # noeviction: every command that may add memory is refused
-    time.sleep(5)
-    db.r.config_set("maxmemory", 0)
+    with writes_refused(db, why):
+        time.sleep(5)
     assert wait_finished(db, batch_id, timeout=120) == "done", workers.log_tail()
     assert_equal_to_undisturbed(db, batch_id, spec)
     log = (tmp_path / "worker.log").read_text()
     refused, accepted = log.count("Redis refuses writes ("), log.count("Redis accepts writes again")
     assert 1 <= refused == accepted, log
+    assert ("maxmemory" if why == "oom" else "MISCONF") in log, log
     assert "maybe_refresh_binding_expiry" not in log, log  # kombu's traceback every second
 
 
