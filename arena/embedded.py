@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -189,34 +189,51 @@ def start_workers(
 POOL_CHECK_S, POOL_MIN_LIFE_S = 1.0, 5.0
 
 
+class KeptPool:
+    """A worker pool started again whenever its main process exits after running
+    POOL_MIN_LIFE_S or more (Celery's main process can die of a broker reconnect gone wrong,
+    docs/reliability.md), as compose's `restart: unless-stopped` or a Deployment does.
+    `on_restart(code)` hears of each restart."""
+
+    def __init__(
+        self, start: Callable[[], subprocess.Popen[bytes]], on_restart: Callable[[int], None]
+    ) -> None:
+        self.start, self.on_restart = start, on_restart
+        self.pool, self.started = start(), time.monotonic()
+        self.stopping = threading.Event()
+        self.watcher = threading.Thread(target=self._watch, name="arena-pool", daemon=True)
+        self.watcher.start()
+
+    def _watch(self) -> None:
+        while not self.stopping.wait(POOL_CHECK_S):
+            code = self.pool.poll()
+            if code is None or time.monotonic() - self.started < POOL_MIN_LIFE_S:
+                continue
+            stop(self.pool)  # whatever is left of its process group
+            self.on_restart(code)
+            self.pool, self.started = self.start(), time.monotonic()
+
+    def close(self, timeout: float = 15.0) -> None:
+        self.stopping.set()
+        self.watcher.join()  # no pool starts after this
+        stop(self.pool, timeout=timeout)
+
+
 @contextmanager
 def embedded_cluster(data_dir: Path, workers: int) -> Iterator[str]:
-    """Redis plus `workers` local worker processes for the duration of the block. A pool whose
-    main process exits meanwhile is started again: nothing else would run the batch's units
-    (Celery's main process can die of a broker reconnect gone wrong, docs/reliability.md)."""
+    """Redis plus `workers` local worker processes for the duration of the block, kept running
+    (KeptPool): nothing else would run the batch's units."""
     with embedded_redis(data_dir) as url:
-        pool, started = start_workers(url, workers, data_dir), time.monotonic()
-        stopping = threading.Event()
 
-        def supervise() -> None:
-            nonlocal pool, started
-            while not stopping.wait(POOL_CHECK_S):
-                code = pool.poll()
-                if code is None or time.monotonic() - started < POOL_MIN_LIFE_S:
-                    continue
-                stop(pool)  # whatever is left of its process group
-                print(f"arena: the worker pool exited (code {code}); starting it again "
-                      f"(its log: {data_dir / 'worker.log'})", file=sys.stderr)  # fmt: skip
-                pool, started = start_workers(url, workers, data_dir), time.monotonic()
+        def restarted(code: int) -> None:
+            print(f"arena: the worker pool exited (code {code}); starting it again "
+                  f"(its log: {data_dir / 'worker.log'})", file=sys.stderr)  # fmt: skip
 
-        supervisor = threading.Thread(target=supervise, name="arena-pool", daemon=True)
-        supervisor.start()
+        kept = KeptPool(lambda: start_workers(url, workers, data_dir), restarted)
         try:
             yield url
         finally:
-            stopping.set()
-            supervisor.join()
-            stop(pool, timeout=15)
+            kept.close()
 
 
 def forget_broker_state(url: str) -> None:

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 import redis
 import yaml
 
-from arena.embedded import embedded_redis, start_redis, start_workers, stop
+from arena.embedded import KeptPool, embedded_redis, start_redis, start_workers, stop
 from tasks.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,32 +86,28 @@ class WorkerPools:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.pools: list[subprocess.Popen[bytes]] = []
+        self.kept: list[KeptPool] = []
         self.restarts = 0
-        self.stopping = threading.Event()
-        self.keepers: list[threading.Thread] = []
 
     def start(
         self, env: dict[str, str], concurrency: int = 2, restart: bool = False
     ) -> subprocess.Popen[bytes]:
-        """`restart`: a pool whose main process exits is started again, as compose's `restart:
-        unless-stopped` or a Deployment does (Celery's main process can die of a broker
-        reconnect gone wrong, docs/reliability.md); the tests that kill pools leave it off."""
-        pool = start_workers(env["ARENA_REDIS_URL"], concurrency, self.tmp_path, base_env=env)
-        self.pools.append(pool)
-        if restart:
-            keeper = threading.Thread(target=self._keep, args=(pool, env, concurrency), daemon=True)
-            keeper.start()
-            self.keepers.append(keeper)
-        return pool
+        """`restart`: a pool whose main process exits is started again, as the embedded
+        default, compose or a Deployment does (arena.embedded.KeptPool); the tests that kill
+        pools leave it off."""
 
-    def _keep(self, pool: subprocess.Popen[bytes], env: dict[str, str], concurrency: int) -> None:
-        while not self.stopping.wait(0.5):
-            if pool.poll() is not None:
-                stop(pool)  # whatever is left of its process group
-                self.restarts += 1
-                pool = start_workers(env["ARENA_REDIS_URL"], concurrency, self.tmp_path,
-                                     base_env=env)  # fmt: skip
-                self.pools.append(pool)
+        def start() -> subprocess.Popen[bytes]:
+            pool = start_workers(env["ARENA_REDIS_URL"], concurrency, self.tmp_path, base_env=env)
+            self.pools.append(pool)
+            return pool
+
+        if not restart:
+            return start()
+        self.kept.append(KeptPool(start, self._restarted))
+        return self.kept[-1].pool
+
+    def _restarted(self, code: int) -> None:
+        self.restarts += 1
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the pools' log and whether each is alive: what a failing test shows."""
@@ -133,9 +128,8 @@ class WorkerPools:
         pool.wait(10)
 
     def stop_all(self) -> None:
-        self.stopping.set()
-        for keeper in self.keepers:  # none starts a pool after this
-            keeper.join(30)
+        for kept in self.kept:  # none starts a pool after this
+            kept.close(timeout=10)
         for pool in self.pools:
             stop(pool, timeout=10)
 
