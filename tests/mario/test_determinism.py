@@ -6,20 +6,15 @@ GPU host.)"""
 
 from __future__ import annotations
 
-import base64
-import json
-import pickle
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("stable_baselines3")
 
-from tests.mario.sb3_models import build_checkpoint  # noqa: E402
+from tests.mario.sb3_models import build_checkpoint, with_pickle_payload  # noqa: E402
 from tests.needs import require_bwrap  # noqa: E402
 from workers.mario.determinism import determinism_flags  # noqa: E402
 from workers.mario.sb3 import load_checkpoint_agent  # noqa: E402
@@ -69,32 +64,13 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_checkpoint(tmp_path_factory.mktemp("sb3") / "ppo", seed=1)
 
 
-def tf32_back_on_when_loaded(checkpoint: Path, path: Path) -> Path:
-    """A copy of `checkpoint` whose `data` carries a pickle that turns TF32 and cuDNN's
-    autotuning back on while SB3 loads it (any checkpoint may run code: SB3's format is
-    pickles)."""
-    code = (
-        "import torch\n"
-        "torch.backends.cudnn.allow_tf32 = True\n"
-        "torch.backends.cuda.matmul.allow_tf32 = True\n"
-        "torch.backends.cudnn.benchmark = True\n"
-        "torch.use_deterministic_algorithms(False)\n"
-    )
-
-    class Payload:
-        def __reduce__(self) -> tuple[Any, ...]:
-            return (exec, (code, {}))
-
-    with zipfile.ZipFile(checkpoint) as archive:
-        members = {name: archive.read(name) for name in archive.namelist()}
-    data = json.loads(members["data"])
-    serialized = base64.b64encode(pickle.dumps(Payload())).decode()
-    data["fast"] = {":type:": "<class 'object'>", ":serialized:": serialized}
-    members["data"] = json.dumps(data).encode()
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, content in members.items():
-            archive.writestr(name, content)
-    return path
+TF32_BACK_ON = (
+    "import torch\n"
+    "torch.backends.cudnn.allow_tf32 = True\n"
+    "torch.backends.cuda.matmul.allow_tf32 = True\n"
+    "torch.backends.cudnn.benchmark = True\n"
+    "torch.use_deterministic_algorithms(False)\n"
+)  # run by a checkpoint's pickle while SB3 loads it
 
 
 def test_a_loaded_checkpoint_runs_at_full_precision_whatever_the_process_had(
@@ -113,7 +89,7 @@ def test_a_loaded_checkpoint_runs_at_full_precision_whatever_the_process_had(
 def test_a_checkpoint_that_turns_tf32_back_on_while_loading_is_overruled(
     checkpoint: Path, tmp_path: Path
 ) -> None:
-    fast = tf32_back_on_when_loaded(checkpoint, tmp_path / "fast.zip")
+    fast = with_pickle_payload(checkpoint, tmp_path / "fast.zip", TF32_BACK_ON)
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
     from stable_baselines3 import PPO

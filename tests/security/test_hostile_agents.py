@@ -18,15 +18,12 @@ batch `incomplete`).
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import pickle
 import secrets
 import shutil
 import socket
 import subprocess
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,7 +172,7 @@ def _write_package(
 def poisoned_checkpoint(path: Path, then: str, config: dict[str, Any]) -> Path:
     """A real SB3 checkpoint whose `data` carries a pickle that runs the attacks, then `then`,
     when SB3 loads it (what any checkpoint may do: SB3's format is pickles)."""
-    from tests.mario.sb3_models import build_checkpoint
+    from tests.mario.sb3_models import build_checkpoint, with_pickle_payload
 
     checkpoint = build_checkpoint(path)
     code = (
@@ -183,21 +180,7 @@ def poisoned_checkpoint(path: Path, then: str, config: dict[str, Any]) -> Path:
         + f"\nattack({{**json.loads({json.dumps(json.dumps(config))}), 'name': 'sb3-probe'}})\n"
         + then
     )
-
-    class Payload:
-        def __reduce__(self) -> tuple[Any, ...]:
-            return (exec, (code, {}))
-
-    with zipfile.ZipFile(checkpoint) as archive:
-        members = {name: archive.read(name) for name in archive.namelist()}
-    data = json.loads(members["data"])
-    serialized = base64.b64encode(pickle.dumps(Payload())).decode()
-    data["hostile"] = {":type:": "<class 'object'>", ":serialized:": serialized}
-    members["data"] = json.dumps(data).encode()
-    with zipfile.ZipFile(checkpoint, "w") as archive:
-        for name, content in members.items():
-            archive.writestr(name, content)
-    return checkpoint
+    return with_pickle_payload(checkpoint, checkpoint, code)
 
 
 def run_batch(cluster: Cluster, spec: dict[str, Any], name: str) -> str:
