@@ -20,28 +20,29 @@ RECONNECT_MESSAGES = ("consumer: Connection to broker lost", "consumer: Cannot c
 
 
 class Outage:
-    """This worker's view of the broker: lost since when, and why."""
+    """Something this worker waits out, said in one line when it starts (with its reason)
+    and one when it ends (with how long it lasted); repeats in between say nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, started: str, ended: str) -> None:
+        self.started, self.ended = started, ended  # %-formats: the reason; the seconds
         self.since: float | None = None
 
     def lost(self, reason: str) -> None:
         if self.since is None:
             self.since = time.monotonic()
-            log.warning(
-                "lost Redis (%s); reconnecting for as long as it takes: running units go on "
-                "and store their results once it is back",
-                reason,
-            )
+            log.warning(self.started, reason)
 
     def back(self) -> None:
         if self.since is not None:
-            lasted = time.monotonic() - self.since
-            log.warning("Redis is back after %.0fs; taking units again", lasted)
+            log.warning(self.ended, time.monotonic() - self.since)
             self.since = None
 
 
-OUTAGE = Outage()
+OUTAGE = Outage(
+    "lost Redis (%s); reconnecting for as long as it takes: running units go on and store "
+    "their results once it is back",
+    "Redis is back after %.0fs; taking units again",
+)
 
 
 def _reason(record: logging.LogRecord) -> str:
@@ -82,7 +83,7 @@ def _ignore_cancel_notice(**_: Any) -> None:
 
 
 def install(app: Celery) -> None:
-    from tasks.refusal import QuietRefusals
+    from tasks.refusal import QuietRefusals  # here: tasks.refusal imports this module
 
     logging.getLogger("celery.worker.consumer.consumer").addFilter(QuietReconnects())
     logging.getLogger("kombu.transport.redis").addFilter(QuietRefusals())

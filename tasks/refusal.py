@@ -6,13 +6,12 @@ Arena's bug: one line that says which, never a traceback (docs/reliability.md)."
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import redis
 from redis.retry import Retry
 
-log = logging.getLogger("arena.worker")
+from tasks.outage import Outage
 
 ADVICE = {
     "OOM": "Redis is out of memory (maxmemory): free memory or raise maxmemory",
@@ -48,11 +47,16 @@ def probe_writes(client: redis.Redis, prefix: str) -> str | None:
     return None
 
 
+# Per process: every client of a worker process shares the story.
+REFUSAL = Outage(
+    "%s; unit results wait and are stored once it accepts them",
+    "Redis accepts writes again after %.0fs",
+)
+
+
 class SayingRetry(Retry):
     """redis-py's retry, saying in one line when Redis starts refusing writes and in one when
     a refused command goes through again (a worker's results wait meanwhile)."""
-
-    refused_since: float | None = None  # per process: every pool's client shares the story
 
     def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
         if self.get_retries() == 0:  # a client that says what it waits for itself (the CLI)
@@ -62,21 +66,16 @@ class SayingRetry(Retry):
         def failed(error: Exception, *more: Any) -> Any:
             nonlocal refused
             if isinstance(error, redis.ResponseError):
-                if refused_writes(error) is None:
+                why = refused_writes(error)
+                if why is None:
                     raise error  # a command's own error (WRONGTYPE, NOSCRIPT...): never retried
                 refused = True
-                if SayingRetry.refused_since is None:
-                    SayingRetry.refused_since = time.monotonic()
-                    log.warning("%s; unit results wait and are stored once it accepts them",
-                                refused_writes(error))  # fmt: skip
+                REFUSAL.lost(why)
             return fail(error, *more)
 
         result = super().call_with_retry(do, failed, *args, **kwargs)
-        # Only a refused command that went through says it is over (a read passes meanwhile).
-        if refused and SayingRetry.refused_since is not None:
-            lasted = time.monotonic() - SayingRetry.refused_since
-            SayingRetry.refused_since = None
-            log.warning("Redis accepts writes again after %.0fs", lasted)
+        if refused:  # only a refused command that went through says it is over (reads pass)
+            REFUSAL.back()
         return result
 
 
