@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,14 @@ def embedded_env(data_dir: Path) -> dict[str, str]:
     return {**env, "ARENA_DATA_DIR": str(data_dir), "ARENA_WORKERS": "2", "PYTHONPATH": str(ROOT)}
 
 
+def race_run(spec: dict, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`arena race run SPEC --json` on the embedded cluster; its result and environment."""
+    path = tmp_path / "race.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    env = embedded_env(tmp_path / "data")
+    return arena("race", "run", str(path), "--json", env=env), env
+
+
 @pytest.fixture(autouse=True)
 def repo_roots(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """validate_batch's default asker is a token holder, who names only repositories under
@@ -77,10 +86,7 @@ def test_a_python_race_on_the_embedded_cluster(python_repo, tmp_path: Path):
     agents = [*agent_spec_entries(python_repo, PY_ORDER), ghost]
     spec = {"workload": "race", "task": "add a feature", "repo": str(python_repo.path),
             "agents": agents}  # fmt: skip
-    path = tmp_path / "race.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    env = embedded_env(tmp_path / "data")
-    ran = arena("race", "run", str(path), "--json", env=env)
+    ran, env = race_run(spec, tmp_path)
     # A branch that does not exist is that agent's error: the batch ends with errors (exit 1),
     # and the race is reduced without it.
     assert ran.returncode == 1, ran.stderr
@@ -150,10 +156,7 @@ def test_a_tie_at_the_top_is_never_merged_by_name(python_repo, tmp_path: Path):
     (clean,) = agent_spec_entries(python_repo, ["clean"])
     agents = [{**clean, "name": "twin-b"}, {**clean, "name": "twin-a"}]
     spec = {"workload": "race", "task": "tie", "repo": str(python_repo.path), "agents": agents}
-    path = tmp_path / "race.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    env = embedded_env(tmp_path / "data")
-    ran = arena("race", "run", str(path), "--json", env=env)
+    ran, env = race_run(spec, tmp_path)
     assert ran.returncode == 0, ran.stderr
     result = json.loads(ran.stdout)
     assert [a["composite"] for a in result["agents"]] == [100.0, 100.0]
