@@ -77,8 +77,9 @@ def open_store(settings: ArenaSettings) -> Iterator[Store]:
 def wait(
     db: Store, batch_id: str, total: int, show: bool = True, settings: ArenaSettings | None = None
 ) -> BatchInfo:
-    """Poll until the batch finishes, with a progress bar. A lost Redis is waited for (one line
-    says so) up to ARENA_REDIS_RETRY_S; a batch whose keys vanish ends the wait (RunFailed)."""
+    """Poll until the batch finishes, with a progress bar. A lost Redis, or one refusing writes,
+    is waited for (one line says so) up to ARENA_REDIS_RETRY_S; a batch whose keys vanish ends
+    the wait (RunFailed)."""
     settings = settings or load_settings()
     columns = (
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -98,16 +99,16 @@ def wait(
                     probed = time.monotonic()
                     refused = probe_writes(db.r, db.p)
                     if refused:
-                        outage.lost(RuntimeError(refused), err_console, refused)
+                        outage.lost(refused, err_console, refused=True)
                         continue
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                outage.lost(exc, err_console)
+                outage.lost(f"lost Redis ({' '.join(str(exc).split())})", err_console)
                 continue
             except redis.ResponseError as exc:
                 refused = refused_writes(exc)  # up, but refusing: waited for like an outage
                 if refused is None:
                     raise
-                outage.lost(exc, err_console, refused)
+                outage.lost(refused, err_console, refused=True)
                 continue
             outage.back(err_console)
             if status is None:
@@ -134,11 +135,11 @@ class Outage:
         self.since: float | None = None
         self.refused = False  # Redis up but refusing writes (tasks/refusal.py), not gone
 
-    def lost(self, exc: Exception, out: Console | None, refused: str | None = None) -> None:
+    def lost(self, why: str, out: Console | None, refused: bool = False) -> None:
+        """`why`: "lost Redis (…)", or the refusal's line (tasks/refusal.py)."""
         now = time.monotonic()
-        why = refused or f"lost Redis ({' '.join(str(exc).split())})"
         if self.since is None:
-            self.since, self.refused = now, refused is not None
+            self.since, self.refused = now, refused
             if out:
                 out.print(f"{why}; {'waiting' if refused else 'reconnecting'} for up to "
                           f"{self.limit_s:g}s", soft_wrap=True, highlight=False)  # fmt: skip
