@@ -6,19 +6,22 @@ GPU host.)"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("stable_baselines3")
+if not os.environ.get("CI"):  # CI installs the sb3 extra: there these must run
+    pytest.importorskip("torch", reason="the sb3 extra is not installed")
+    pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed")
+import torch
 
-from tests.mario.sb3_models import build_checkpoint, with_pickle_payload  # noqa: E402
-from tests.needs import require_bwrap  # noqa: E402
-from workers.mario.determinism import determinism_flags  # noqa: E402
-from workers.mario.sb3 import load_checkpoint_agent  # noqa: E402
-from workers.sandbox.agent_sandbox import AgentLimits, AgentSource, untrusted_agent  # noqa: E402
+from tests.mario.sb3_models import build_checkpoint, with_pickle_payload
+from tests.needs import require_bwrap
+from workers.mario.determinism import determinism_flags
+from workers.mario.sb3 import load_checkpoint_agent
+from workers.sandbox.agent_sandbox import AgentLimits, AgentSource, untrusted_agent
 
 FULL_PRECISION = {
     "tf32_matmul": False,
