@@ -75,9 +75,13 @@ Timed = Callable[[Store, ValidatedBatch, subprocess.Popen[bytes]], Measured]
 
 
 def warm_then_repeat(
-    workers: int, console: Console, warm_up: ValidatedBatch, batch: ValidatedBatch, repeat: int,
+    workers: int,
+    console: Console,
+    warm_up: ValidatedBatch,
+    batch: ValidatedBatch,
+    repeat: int,
     timed: Timed[Measured],
-) -> list[Measured]:  # fmt: skip
+) -> list[Measured]:
     """On a fresh cluster of `workers` processes: `warm_up` once, not kept (every worker child
     imports the workload's code), then `timed(store, batch, pool)` `repeat` times."""
     with bench_cluster(workers, console) as (store, pool):

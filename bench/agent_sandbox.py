@@ -66,10 +66,12 @@ def trusting(mode: str) -> None:
 
 def mario_units(agents: list[Any], max_steps: int, frame_skip: int) -> list[Unit]:
     spec = {
-        "workload": "mario", "agents": agents, "items": ["1-1"],
+        "workload": "mario",
+        "agents": agents,
+        "items": ["1-1"],
         "protocol": {"episodes": 1, "seed": 3},
         "params": {"frame_skip": frame_skip, "action_set": "right_only", "max_steps": max_steps},
-    }  # fmt: skip
+    }
     return get_workload("mario").expand(validate_batch(spec))
 
 
@@ -107,8 +109,10 @@ def alympics(args: argparse.Namespace) -> None:
     spec = {
         "workload": "alympics",
         "agents": [{"name": "a7", "entry_point": "tournament_agents:agent_07"}],
-        "items": list(GAMES), "protocol": {"seed": 1}, "params": {"suite": "alympics_lite"},
-    }  # fmt: skip
+        "items": list(GAMES),
+        "protocol": {"seed": 1},
+        "params": {"suite": "alympics_lite"},
+    }
     workload = get_workload("alympics")
     units = workload.expand(validate_batch(spec))
     rates: dict[str, list[float]] = {m: [] for m in MODES}

@@ -150,8 +150,12 @@ def main() -> None:
     one = statistics.median(run[0] for run in one_runs)
     for name, runs in rows.items():
         wall = statistics.median(run[0] for run in runs)
-        table.add_row(name, f"{wall:.2f}", f"{units / wall:.1f}",
-                      f"{one / wall:.2f}" if name.startswith("cluster") else "—")  # fmt: skip
+        table.add_row(
+            name,
+            f"{wall:.2f}",
+            f"{units / wall:.1f}",
+            f"{one / wall:.2f}" if name.startswith("cluster") else "—",
+        )
     console.print(table)
     unit_s = one_runs[0][2]
     chunk_s = [sum(unit_s[i : i + chunk]) for i in range(0, len(unit_s), chunk)]

@@ -62,8 +62,13 @@ def start_api(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     if not script.exists():
         argv = [sys.executable, "-c", "from arena.cli import main; main()"]
     with open(log, "ab") as out:
-        server = subprocess.Popen([*argv, "api", "--port", str(port)], env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        server = subprocess.Popen(
+            [*argv, "api", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
@@ -149,8 +154,9 @@ def percentile(values: list[float], q: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--agents", default="100,1000",
-                        help="board sizes, comma-separated (100,1000)")  # fmt: skip
+    parser.add_argument(
+        "--agents", default="100,1000", help="board sizes, comma-separated (100,1000)"
+    )
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (8)")
     parser.add_argument("--seconds", type=float, default=5.0, help="load per board (5)")
     args = parser.parse_args()
@@ -177,28 +183,53 @@ def main() -> None:
         try:
             for n in sizes:
                 name = f"bench-{n}"
-                result = load(f"http://127.0.0.1:{port}", f"/leaderboards/{name}", args.clients,
-                              args.seconds, server.pid)  # fmt: skip
-                direct = rate(lambda name=name: Store(store.r, store.p).leaderboard(name),  # type: ignore[misc]
-                              min(args.seconds, 2.0))  # fmt: skip
+                result = load(
+                    f"http://127.0.0.1:{port}",
+                    f"/leaderboards/{name}",
+                    args.clients,
+                    args.seconds,
+                    server.pid,
+                )
+                direct = rate(
+                    lambda name=name: Store(store.r, store.p).leaderboard(name),  # type: ignore[misc]
+                    min(args.seconds, 2.0),
+                )
                 rows.append((n, result, direct))
         finally:
             stop(server)
 
-    table = Table(title=f"GET /leaderboards/NAME on `arena api`, {args.clients} concurrent "
-                        f"clients, {args.seconds:g} s per board")  # fmt: skip
-    for name in ("board rows", "answer KiB", "requests", "requests/s", "p50 ms", "p99 ms",
-                 "errors", "API CPU ms/request", "Store direct reads/s", "× direct"):  # fmt: skip
+    table = Table(
+        title=f"GET /leaderboards/NAME on `arena api`, {args.clients} concurrent "
+        f"clients, {args.seconds:g} s per board"
+    )
+    for name in (
+        "board rows",
+        "answer KiB",
+        "requests",
+        "requests/s",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+        "API CPU ms/request",
+        "Store direct reads/s",
+        "× direct",
+    ):
         table.add_column(name, justify="right")
     for n, result, direct in rows:
         per_s = len(result.latencies) / result.wall_s
         lat = sorted(result.latencies)
         table.add_row(
-            str(n), f"{result.size / 1024:,.1f}", str(result.requests), f"{per_s:,.1f}",
-            f"{percentile(lat, 50) * 1000:.1f}", f"{percentile(lat, 99) * 1000:.1f}",
-            str(result.errors), f"{result.cpu_s / max(result.requests, 1) * 1000:.2f}",
-            f"{direct:,.1f}", f"{per_s / direct:.2f}",
-        )  # fmt: skip
+            str(n),
+            f"{result.size / 1024:,.1f}",
+            str(result.requests),
+            f"{per_s:,.1f}",
+            f"{percentile(lat, 50) * 1000:.1f}",
+            f"{percentile(lat, 99) * 1000:.1f}",
+            str(result.errors),
+            f"{result.cpu_s / max(result.requests, 1) * 1000:.2f}",
+            f"{direct:,.1f}",
+            f"{per_s / direct:.2f}",
+        )
     console.print(table)
     console.print(
         "requests/s: answered 200 per second of load; p50/p99: latency of those, as a client "

@@ -125,9 +125,13 @@ def through_cluster(
     if status != "done":
         raise RuntimeError(f"batch {sub.batch_id} ended {status}: {store.batch(sub.batch_id)}")
     return Row(
-        f"cluster chunk {chunk_size}", sub.total, now - started, submitted - started,
-        now - (last_unit or now), (cpu() - cpu_before) / sub.total * 1000,
-    )  # fmt: skip
+        f"cluster chunk {chunk_size}",
+        sub.total,
+        now - started,
+        submitted - started,
+        now - (last_unit or now),
+        (cpu() - cpu_before) / sub.total * 1000,
+    )
 
 
 def check_board(store: Store, batch: ValidatedBatch) -> str:
@@ -143,8 +147,18 @@ def check_board(store: Store, batch: ValidatedBatch) -> str:
 
 def table(rows: list[Row], baseline: float, workers: int) -> Table:
     out = Table(title=f"{rows[0].units} trivial bandit units, {workers} worker processes")
-    for name in ("mode", "units", "wall s", "units/s", "× in-process", "overhead ms/unit",
-                 "excl. reduce", "CPU ms/unit", "submit s", "reduce s"):  # fmt: skip
+    for name in (
+        "mode",
+        "units",
+        "wall s",
+        "units/s",
+        "× in-process",
+        "overhead ms/unit",
+        "excl. reduce",
+        "CPU ms/unit",
+        "submit s",
+        "reduce s",
+    ):
         out.add_column(name, justify="left" if name == "mode" else "right")
     for r in rows:
         rate = r.units / r.wall_s
@@ -153,22 +167,37 @@ def table(rows: list[Row], baseline: float, workers: int) -> Table:
         busy = r.wall_s - (r.reduce_s or 0.0)
         dispatch = (busy * workers - baseline) / r.units * 1000 if cluster else None
         out.add_row(
-            r.mode, str(r.units), f"{r.wall_s:.3f}", f"{rate:,.0f}",
+            r.mode,
+            str(r.units),
+            f"{r.wall_s:.3f}",
+            f"{rate:,.0f}",
             f"{baseline / r.wall_s:.4f}",
             f"{overhead:.2f}" if overhead is not None else "—",
             f"{dispatch:.2f}" if dispatch is not None else "—",
             f"{r.cpu_ms:.2f}" if r.cpu_ms is not None else "—",
             f"{r.submit_s:.3f}" if r.submit_s is not None else "—",
             f"{r.reduce_s:.3f}" if r.reduce_s is not None else "—",
-        )  # fmt: skip
+        )
     return out
 
 
 def scale_table(runs: dict[int, list[tuple[Row, float]]]) -> Table:
     """One row per size: medians over its runs (sizes alternate, so load hits them alike)."""
     out = Table(title="How batch time grows with the number of units (workload's chunk size)")
-    for name in ("units", "runs", "wall s (median)", "all runs", "units/s", "× time", "× units",
-                 "CPU ms/unit", "validate s", "submit s", "reduce s", "reduce share"):  # fmt: skip
+    for name in (
+        "units",
+        "runs",
+        "wall s (median)",
+        "all runs",
+        "units/s",
+        "× time",
+        "× units",
+        "CPU ms/unit",
+        "validate s",
+        "submit s",
+        "reduce s",
+        "reduce share",
+    ):
         out.add_column(name, justify="right")
     first = median(r.wall_s for r, _ in next(iter(runs.values())))
     smallest = min(runs)
@@ -176,13 +205,19 @@ def scale_table(runs: dict[int, list[tuple[Row, float]]]) -> Table:
         wall = median(r.wall_s for r, _ in rows)
         reduce_s = median(r.reduce_s or 0 for r, _ in rows)
         out.add_row(
-            f"{units:,}", str(len(rows)), f"{wall:.2f}",
-            " ".join(f"{r.wall_s:.1f}" for r, _ in rows), f"{units / wall:,.0f}",
-            f"{wall / first:.2f}", f"{units / smallest:g}",
+            f"{units:,}",
+            str(len(rows)),
+            f"{wall:.2f}",
+            " ".join(f"{r.wall_s:.1f}" for r, _ in rows),
+            f"{units / wall:,.0f}",
+            f"{wall / first:.2f}",
+            f"{units / smallest:g}",
             f"{median(r.cpu_ms or 0 for r, _ in rows):.2f}",
-            f"{median(v for _, v in rows):.2f}", f"{median(r.submit_s or 0 for r, _ in rows):.2f}",
-            f"{reduce_s:.2f}", f"{reduce_s / wall:.0%}",
-        )  # fmt: skip
+            f"{median(v for _, v in rows):.2f}",
+            f"{median(r.submit_s or 0 for r, _ in rows):.2f}",
+            f"{reduce_s:.2f}",
+            f"{reduce_s / wall:.0%}",
+        )
     return out
 
 
@@ -209,13 +244,18 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each mode (default 1)")
     parser.add_argument(
-        "--fsync", default="always", metavar="POLICY,...", help="Redis appendfsync policies to "
+        "--fsync",
+        default="always",
+        metavar="POLICY,...",
+        help="Redis appendfsync policies to "
         "run side by side (default always, what Arena runs; e.g. always,everysec)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--scale", metavar="N,N,...", help="instead: one chunked batch of each size, e.g. "
+        "--scale",
+        metavar="N,N,...",
+        help="instead: one chunked batch of each size, e.g. "
         "1000,10000, and how its time grows; each board's counts are checked",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     if args.units < 1 or args.workers < 1 or args.repeat < 1:
         parser.error("--units, --workers and --repeat must be at least 1")

@@ -124,23 +124,29 @@ def main() -> int:
     cuda = torch.cuda.is_available()
     devices = ("cpu", "cuda") if cuda else ("cpu", "cpu")
     gpu = torch.cuda.get_device_name(0) if cuda else "none"
-    print(f"python {platform.python_version()}, torch {torch.__version__}, "
-          f"cuda {torch.version.cuda}, gpu {gpu}")  # fmt: skip
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, "
+        f"cuda {torch.version.cuda}, gpu {gpu}"
+    )
     if not cuda:
         print("no CUDA device here: the cpu is compared with itself (run on a GPU host)")
     started = time.perf_counter()
     seen = observations(args.observations)
     print(f"{len(seen)} observations from {LEVELS[0]}.. in {time.perf_counter() - started:.1f}s")
     arena = compare(path, seen, devices, fast=False)
-    print(f"{devices[0]} vs {devices[1]}, Arena's setting: {arena['differ']} of {len(seen)} "
-          f"actions differ, max logit difference {arena['max_logit_diff']:.3g} "
-          f"({arena['seconds'][0]:.1f}s, {arena['seconds'][1]:.1f}s)")  # fmt: skip
+    print(
+        f"{devices[0]} vs {devices[1]}, Arena's setting: {arena['differ']} of {len(seen)} "
+        f"actions differ, max logit difference {arena['max_logit_diff']:.3g} "
+        f"({arena['seconds'][0]:.1f}s, {arena['seconds'][1]:.1f}s)"
+    )
     print(f"  runtime recorded: {arena['runtime'][1]}")
     if cuda:
         fast = compare(path, seen, devices, fast=True)
-        print(f"{devices[0]} vs {devices[1]}, torch's GPU defaults (TF32 on): {fast['differ']} "
-              f"of {len(seen)} actions differ, max logit difference "
-              f"{fast['max_logit_diff']:.3g}")  # fmt: skip
+        print(
+            f"{devices[0]} vs {devices[1]}, torch's GPU defaults (TF32 on): {fast['differ']} "
+            f"of {len(seen)} actions differ, max logit difference "
+            f"{fast['max_logit_diff']:.3g}"
+        )
     return 1 if arena["differ"] else 0
 
 

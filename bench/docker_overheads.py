@@ -103,8 +103,10 @@ def check_overheads(count: int, folder: Path) -> None:
 
     local, docker = LocalSandbox(), DockerSandbox(IMAGE)
     runs: dict[str, Callable[[], None]] = {
-        "bare sh -c": bare, "local sandbox": local_check, "docker sandbox": docker_check,
-    }  # fmt: skip
+        "bare sh -c": bare,
+        "local sandbox": local_check,
+        "docker sandbox": docker_check,
+    }
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(count):  # alternated, as above
         for name, run in runs.items():
@@ -116,12 +118,16 @@ def check_overheads(count: int, folder: Path) -> None:
     print(f"race check of {len(CHECK)} commands (`true` each), one session, medians of {count}:")
     for name, median in medians.items():
         print(f"  {name:16} {median * 1000:8.1f} ms")
-    print(f"  docker session's parts: first command {first:.1f} ms (create, start, exec), "
-          f"each next {after:.1f} ms (exec), close {close:.1f} ms (remove)")  # fmt: skip
+    print(
+        f"  docker session's parts: first command {first:.1f} ms (create, start, exec), "
+        f"each next {after:.1f} ms (exec), close {close:.1f} ms (remove)"
+    )
     docker_s = medians["docker sandbox"]
-    print(f"  docker overhead a check: +{(docker_s - medians['bare sh -c']) * 1000:.0f} ms over "
-          f"bare, +{(docker_s - medians['local sandbox']) * 1000:.0f} ms over local "
-          "(issue 13's target: at most 500 ms)")  # fmt: skip
+    print(
+        f"  docker overhead a check: +{(docker_s - medians['bare sh -c']) * 1000:.0f} ms over "
+        f"bare, +{(docker_s - medians['local sandbox']) * 1000:.0f} ms over local "
+        "(issue 13's target: at most 500 ms)"
+    )
 
 
 def agent_overheads(episodes: int, folder: Path) -> None:
@@ -148,10 +154,12 @@ def agent_overheads(episodes: int, folder: Path) -> None:
                         out = run_episode("1-1", agent, protocol, env_seed=episode, agent_seed=0)
                         rates[name].append(out.steps / (time.perf_counter() - started))
             native, boxed_rate = (statistics.median(rates[n]) for n in ("in process", "image"))
-            print(f"Mario agent, frame_skip {skip} ({out.steps} steps), medians of {episodes}: "
-                  f"in process {native:.0f} steps/s, image {boxed_rate:.0f} steps/s, "
-                  f"ratio {boxed_rate / native:.2f}, "
-                  f"+{(1 / boxed_rate - 1 / native) * 1000:.2f} ms a step")  # fmt: skip
+            print(
+                f"Mario agent, frame_skip {skip} ({out.steps} steps), medians of {episodes}: "
+                f"in process {native:.0f} steps/s, image {boxed_rate:.0f} steps/s, "
+                f"ratio {boxed_rate / native:.2f}, "
+                f"+{(1 / boxed_rate - 1 / native) * 1000:.2f} ms a step"
+            )
     finally:
         client.images.remove(image.id, force=True)
 

@@ -94,8 +94,10 @@ class Board:
         self.calls += 1
         key = (entries, self.calls % 2)
         if key not in self.prepared:
-            chosen = [e.model_copy(update={"score": e.score + key[1] * 1e-3})
-                      for e in self.entries[:entries]]  # fmt: skip
+            chosen = [
+                e.model_copy(update={"score": e.score + key[1] * 1e-3})
+                for e in self.entries[:entries]
+            ]
             self.prepared[key] = Reduction(summary=self.summary, entries=chosen)
         reduction = self.prepared[key]
         provenance = {e.agent: self.entry_provenance[e.agent] for e in reduction.entries}
@@ -119,10 +121,13 @@ def seed_board(store: Store, url: str, agents: int, board: str = BOARD) -> Board
     """A board of `agents` rows written by finish_batch: stats and provenance are a real bandit
     batch's (5 built-in agents, 2 episodes of 5 pulls), copied round-robin to synthetic agents."""
     spec: dict[str, Any] = {
-        "workload": "bandit", "leaderboard": board, "agents": BUILTIN,
+        "workload": "bandit",
+        "leaderboard": board,
+        "agents": BUILTIN,
         "items": [{"name": "coin", "arms": [0.4, 0.6]}],
-        "protocol": {"episodes": 2, "seed": 0}, "params": {"pulls": 5},
-    }  # fmt: skip
+        "protocol": {"episodes": 2, "seed": 0},
+        "params": {"pulls": 5},
+    }
     batch = validate_batch(spec)
     workload = get_workload("bandit")
     results = execute_batch(batch)
@@ -141,8 +146,9 @@ def seed_board(store: Store, url: str, agents: int, board: str = BOARD) -> Board
             LeaderboardEntry(agent=name, score=model.score + i * 1e-6, stats=model.stats)
         )
         entry_provenance[name] = per_agent[model.agent]
-    seeded = Board(store, url, batch.batch_id, boards, entries, real.summary, finished,
-                   entry_provenance)  # fmt: skip
+    seeded = Board(
+        store, url, batch.batch_id, boards, entries, real.summary, finished, entry_provenance
+    )
     seeded.finish(agents)
     return seeded
 
@@ -157,9 +163,13 @@ class RawRun:
 
 
 def redis_benchmark(
-    sock: str, args: list[str], pipeline: int, keyspace: int, seconds: float,
+    sock: str,
+    args: list[str],
+    pipeline: int,
+    keyspace: int,
+    seconds: float,
     stdin: str | None = None,
-) -> RawRun:  # fmt: skip
+) -> RawRun:
     """`args` sent by redis-benchmark, 1 client, `pipeline` commands per round trip, for about
     `seconds` (a short run first sizes -n); __rand_int__ in args: 0 ≤ n < keyspace. `stdin`:
     the last argument (-x), for a value over the 128 KiB a command-line argument may hold."""
@@ -170,8 +180,22 @@ def redis_benchmark(
 
     def run(requests: int) -> RawRun:
         stdin_flag = ["-x"] if stdin is not None else []
-        argv = [binary, "-s", sock, "-c", "1", "-P", str(pipeline), "-r", str(keyspace),
-                "-n", str(requests), "--csv", *stdin_flag, *args]  # fmt: skip
+        argv = [
+            binary,
+            "-s",
+            sock,
+            "-c",
+            "1",
+            "-P",
+            str(pipeline),
+            "-r",
+            str(keyspace),
+            "-n",
+            str(requests),
+            "--csv",
+            *stdin_flag,
+            *args,
+        ]
         out = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=True)
         lines = out.stdout.strip().splitlines()
         if len(lines) < 2:
@@ -268,13 +292,21 @@ class Bench:
 
     def raw(self, args: list[str], pipeline: int, stdin: str | None = None) -> float:
         """Seconds per command in redis-benchmark's run of `args`."""
-        result = redis_benchmark(self.sock, args, pipeline, self.agents,
-                                 min(self.seconds, 1.0), stdin)  # fmt: skip
+        result = redis_benchmark(
+            self.sock, args, pipeline, self.agents, min(self.seconds, 1.0), stdin
+        )
         self.raws.append(result)
         return 1 / result.rps
 
-    def add(self, operation: str, call: str, unit: str, arena: float, raw: float,
-            redis_py: float | None = None) -> None:  # fmt: skip
+    def add(
+        self,
+        operation: str,
+        call: str,
+        unit: str,
+        arena: float,
+        raw: float,
+        redis_py: float | None = None,
+    ) -> None:
         figures = self.figures.setdefault(operation, Figures(operation, call, unit))
         figures.arena.append(arena)
         figures.raw.append(raw)
@@ -303,12 +335,20 @@ class Bench:
         point = point.replace('"at": 0', '"at": __rand_int__')
         for entries in dict.fromkeys((min(5, self.agents), self.agents)):
             arena = entries * rate(partial(self.board.finish, entries), self.seconds)
-            per_entry = self.raw(["ZADD", "bench-raw:lb", "__rand_int__", "agent-__rand_int__"],
-                                 entries)  # fmt: skip
-            per_entry += self.raw(["HSET", "bench-raw:lb:entry:agent-__rand_int__",
-                                   *[x for kv in row.items() for x in kv]], entries)  # fmt: skip
-            per_entry += self.raw(["ZADD", "bench-raw:lb:history:agent-__rand_int__",
-                                   "__rand_int__", point], entries)  # fmt: skip
+            per_entry = self.raw(
+                ["ZADD", "bench-raw:lb", "__rand_int__", "agent-__rand_int__"], entries
+            )
+            per_entry += self.raw(
+                [
+                    "HSET",
+                    "bench-raw:lb:entry:agent-__rand_int__",
+                    *[x for kv in row.items() for x in kv],
+                ],
+                entries,
+            )
+            per_entry += self.raw(
+                ["ZADD", "bench-raw:lb:history:agent-__rand_int__", "__rand_int__", point], entries
+            )
             # The batch's record as the timed finish_batch calls left it: the small fields in
             # one HSET, each big one in its own (on stdin).
             record = self.board.record()
@@ -322,10 +362,13 @@ class Bench:
 
     def profile(self) -> None:
         store = self.board.store
-        profiled(f"Store(…).leaderboard(), {self.agents} rows",
-                 lambda: Store(store.r, store.p).leaderboard(BOARD))  # fmt: skip
-        profiled(f"store.finish_batch(), {self.agents} entries",
-                 partial(self.board.finish, self.agents))  # fmt: skip
+        profiled(
+            f"Store(…).leaderboard(), {self.agents} rows",
+            lambda: Store(store.r, store.p).leaderboard(BOARD),
+        )
+        profiled(
+            f"store.finish_batch(), {self.agents} entries", partial(self.board.finish, self.agents)
+        )
 
 
 def print_figures(bench: Bench, version: str, repeat: int) -> None:
@@ -334,25 +377,42 @@ def print_figures(bench: Bench, version: str, repeat: int) -> None:
         title=f"Leaderboard of {bench.agents} agents on an embedded Redis {version} (unix socket, "
         f"AOF fsync always), 1 client connection each; medians of {repeat} rounds"
     )
-    for name in ("operation", "unit", "Arena", "redis-benchmark", "Arena / redis-benchmark",
-                 "redis-py alone", "Arena ms", "redis-benchmark ms"):  # fmt: skip
+    for name in (
+        "operation",
+        "unit",
+        "Arena",
+        "redis-benchmark",
+        "Arena / redis-benchmark",
+        "redis-py alone",
+        "Arena ms",
+        "redis-benchmark ms",
+    ):
         table.add_column(name, justify="left" if name in ("operation", "unit") else "right")
     for f in bench.figures.values():
         arena, raw = med(f.arena), med(f.raw)
         table.add_row(
-            f.operation, f.unit, f"{arena:,.0f}", f"{raw:,.0f}", f"{arena / raw:.3f}×",
-            f"{med(f.redis_py):,.0f}" if f.redis_py else "—", f"{1000 / arena:.3f}",
+            f.operation,
+            f.unit,
+            f"{arena:,.0f}",
+            f"{raw:,.0f}",
+            f"{arena / raw:.3f}×",
+            f"{med(f.redis_py):,.0f}" if f.redis_py else "—",
+            f"{1000 / arena:.3f}",
             f"{1000 / raw:.3f}",
-        )  # fmt: skip
+        )
     console.print(table)
     if repeat > 1:
-        console.print("Arena / redis-benchmark by round: " + "; ".join(
-            f"{f.operation}: " + ", ".join(f"{a / r:.3f}" for a, r in zip(f.arena, f.raw,
-                                                                           strict=True))
-            for f in bench.figures.values()
-        ))  # fmt: skip
-    console.print("Arena's calls: " + "; ".join(
-        f"{f.operation}: {f.call}" for f in bench.figures.values()))  # fmt: skip
+        console.print(
+            "Arena / redis-benchmark by round: "
+            + "; ".join(
+                f"{f.operation}: "
+                + ", ".join(f"{a / r:.3f}" for a, r in zip(f.arena, f.raw, strict=True))
+                for f in bench.figures.values()
+            )
+        )
+    console.print(
+        "Arena's calls: " + "; ".join(f"{f.operation}: {f.call}" for f in bench.figures.values())
+    )
     raw_table = Table(title="redis-benchmark runs of the last round (-c 1, -s socket)")
     for name in ("command", "-P", "commands/s", "p50 ms per round trip"):
         raw_table.add_column(name, justify="left" if name == "command" else "right")
@@ -365,17 +425,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--agents", type=int, default=1000, help="rows on the board (1000)")
     parser.add_argument("--top", type=int, default=100, help="rows of the top-K read (100)")
-    parser.add_argument("--seconds", type=float, default=1.0,
-                        help="seconds per Arena figure per round (1)")  # fmt: skip
+    parser.add_argument(
+        "--seconds", type=float, default=1.0, help="seconds per Arena figure per round (1)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="alternated rounds (3)")
-    parser.add_argument("--profile", action="store_true",
-                        help="then profile one read and one write (cProfile)")  # fmt: skip
+    parser.add_argument(
+        "--profile", action="store_true", help="then profile one read and one write (cProfile)"
+    )
     args = parser.parse_args()
     if args.agents < 1 or args.top < 1 or args.seconds <= 0 or args.repeat < 1:
         parser.error("--agents, --top and --repeat must be at least 1, --seconds above 0")
     if shutil.which("redis-benchmark") is None:
-        print("leaderboard_ops: redis-benchmark is not installed; run scripts/install-bench-tools"
-              " (Debian's redis-tools package)", file=sys.stderr)  # fmt: skip
+        print(
+            "leaderboard_ops: redis-benchmark is not installed; run scripts/install-bench-tools"
+            " (Debian's redis-tools package)",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     from tasks.app import store as arena_store  # the Store the CLI and the API build
 

@@ -135,13 +135,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each setting (default 3)")
     parser.add_argument("--level", default="1-1", help="the level played (default 1-1)")
     parser.add_argument(
-        "--max-steps", type=int, default=4500,
+        "--max-steps",
+        type=int,
+        default=4500,
         help="steps (of 4 frames) at most per episode (default 4500, the standard protocol)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--no-in-process", action="store_true",
+        "--no-in-process",
+        action="store_true",
         help="skip the in-process reference (it takes as long as the 1-worker cluster)",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     if min(args.episodes, args.repeat, args.max_steps) < 1:
         parser.error("--episodes, --repeat and --max-steps must be at least 1")
@@ -173,8 +176,13 @@ def main() -> None:
     for name, runs in rows.items():
         wall = statistics.median(r.wall_s for r in runs)
         frames = runs[0].frames
-        table.add_row(name, f"{wall:.2f}", f"{units / wall:.2f}", f"{frames / wall:,.0f}",
-                      f"{one / wall:.2f}" if name.startswith("cluster") else "—")  # fmt: skip
+        table.add_row(
+            name,
+            f"{wall:.2f}",
+            f"{units / wall:.2f}",
+            f"{frames / wall:,.0f}",
+            f"{one / wall:.2f}" if name.startswith("cluster") else "—",
+        )
     console.print(table)
     frames, unit_s = one_runs[0].frames, one_runs[0].unit_s
     bound = max(max(unit_s), sum(unit_s) / 2)

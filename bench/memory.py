@@ -129,8 +129,12 @@ def make_batch(workload: str, mario_steps: int, tmp: Path) -> Any:
 
         repo = make_python_repo(tmp / "repo")
         branches = ["clean", "adds-tests", "breaks-test", "lint-errors"]
-        spec = {"workload": "race", "task": "bench-memory", "repo": str(repo.path),
-                "agents": agent_spec_entries(repo, branches)}  # fmt: skip
+        spec = {
+            "workload": "race",
+            "task": "bench-memory",
+            "repo": str(repo.path),
+            "agents": agent_spec_entries(repo, branches),
+        }
         return validate_batch(spec, asker="operator")  # a benchmark is the operator's run
     spec = load_spec_file(ROOT / "examples" / f"{workload}.yaml")
     if workload == "mario":
@@ -184,12 +188,23 @@ def one_workload(workload: str, mario_steps: int) -> Peak:
             if info is None or info.errors:
                 raise RuntimeError(f"{workload} batch {batch_id} ended with errors")
             label = {
-                "bandit": "examples/bandit.yaml", "alympics": "examples/alympics.yaml",
+                "bandit": "examples/bandit.yaml",
+                "alympics": "examples/alympics.yaml",
                 "mario": f"1-1, 2 agents × 2 episodes, ≤ {mario_steps} steps",
                 "race": "tests/race/projects.py, 4 branches",
-            }[workload]  # fmt: skip
-            return Peak(workload, label, info.total, wall, idle, peak, main, sampler.peak_kib,
-                        sampler.seen, note)  # fmt: skip
+            }[workload]
+            return Peak(
+                workload,
+                label,
+                info.total,
+                wall,
+                idle,
+                peak,
+                main,
+                sampler.peak_kib,
+                sampler.seen,
+                note,
+            )
 
 
 def idle_only() -> Peak:
@@ -197,8 +212,17 @@ def idle_only() -> Peak:
     with bench_cluster(1, console) as (_, pool):
         pid = worker_process(pool)
         time.sleep(SETTLE_S)
-        return Peak("idle", "no batch", 0, 0.0, status_kib(pid, "VmRSS"),
-                    status_kib(pid, "VmHWM"), status_kib(pool.pid, "VmHWM"), 0, 0)  # fmt: skip
+        return Peak(
+            "idle",
+            "no batch",
+            0,
+            0.0,
+            status_kib(pid, "VmRSS"),
+            status_kib(pid, "VmHWM"),
+            status_kib(pool.pid, "VmHWM"),
+            0,
+            0,
+        )
 
 
 # -- the reducer ----------------------------------------------------------------------------------
@@ -216,10 +240,14 @@ def store_results(units: int, data_dir: Path) -> tuple[str, str]:
     from tasks.workloads import get_workload, validate_batch
 
     agents = ["random", "greedy", "epsilon-greedy", "ucb1", "thompson"]
-    spec = {"workload": "bandit", "leaderboard": "bench-reduce", "agents": agents,
-            "items": [{"name": "coin", "arms": [0.4, 0.6]}],
-            "protocol": {"episodes": math.ceil(units / len(agents)), "seed": 0},
-            "params": {"pulls": 1}}  # fmt: skip
+    spec = {
+        "workload": "bandit",
+        "leaderboard": "bench-reduce",
+        "agents": agents,
+        "items": [{"name": "coin", "arms": [0.4, 0.6]}],
+        "protocol": {"episodes": math.ceil(units / len(agents)), "seed": 0},
+        "params": {"pulls": 1},
+    }
     batch = validate_batch(spec)
     workload = get_workload("bandit")
     results = execute_batch(batch)
@@ -227,8 +255,14 @@ def store_results(units: int, data_dir: Path) -> tuple[str, str]:
     start_redis(data_dir, sock)  # stopped with the calling process (PR_SET_PDEATHSIG)
     url = f"unix://{sock}"
     store = Store(redis.Redis.from_url(url, decode_responses=True))
-    store.start_batch(batch.normalised(), workload.name, workload.boards(batch), len(results),
-                      batch.identity, provenance_of(batch))  # fmt: skip
+    store.start_batch(
+        batch.normalised(),
+        workload.name,
+        workload.boards(batch),
+        len(results),
+        batch.identity,
+        provenance_of(batch),
+    )
     with store.r.pipeline(transaction=False) as pipe:
         for result in results:
             pipe.hset(store.k_units(batch.batch_id), result.unit_id, result.model_dump_json())
@@ -264,25 +298,29 @@ def reducer_peak(units: int) -> Peak:
             wall = time.perf_counter() - t0
     if outcome != "done":
         raise RuntimeError(f"the reducer answered {outcome!r}")
-    return Peak("reducer", f"bandit, {units:,} one-pull units", units, wall, before, after, 0,
-                0, 0)  # fmt: skip
+    return Peak("reducer", f"bandit, {units:,} one-pull units", units, wall, before, after, 0, 0, 0)
 
 
 # -- main -----------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--only", default=",".join(("idle", *WORKLOADS, "reducer")),
-                        help="what to measure, comma-separated (default: all of "
-                             "idle,bandit,mario,alympics,race,reducer)")  # fmt: skip
+    parser.add_argument(
+        "--only",
+        default=",".join(("idle", *WORKLOADS, "reducer")),
+        help="what to measure, comma-separated (default: all of "
+        "idle,bandit,mario,alympics,race,reducer)",
+    )
     parser.add_argument("--mario-steps", type=int, default=600, help="Mario step cap (600)")
-    parser.add_argument("--reduce-units", type=int, default=10_000,
-                        help="units of the reducer's batch (10000)")  # fmt: skip
+    parser.add_argument(
+        "--reduce-units", type=int, default=10_000, help="units of the reducer's batch (10000)"
+    )
     args = parser.parse_args()
     chosen = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = set(chosen) - {"idle", *WORKLOADS, "reducer"}
     if unknown or not chosen:
-        parser.error(f"--only: unknown {sorted(unknown)}; choose from idle, "
-                     f"{', '.join(WORKLOADS)}, reducer")  # fmt: skip
+        parser.error(
+            f"--only: unknown {sorted(unknown)}; choose from idle, {', '.join(WORKLOADS)}, reducer"
+        )
     if args.mario_steps < 1 or args.reduce_units < 1:
         parser.error("--mario-steps and --reduce-units must be at least 1")
 
@@ -300,19 +338,36 @@ def main() -> None:
             else:
                 peaks.append(pool.apply(one_workload, (name, args.mario_steps)))
 
-    table = Table(title="Peak resident memory of one worker process (MiB), 1 worker process "
-                        "per fresh embedded cluster")  # fmt: skip
-    for column in ("workload", "batch", "units", "wall s", "before MiB", "peak MiB",
-                   "peak − before", "worker main MiB", "its subprocesses MiB"):  # fmt: skip
+    table = Table(
+        title="Peak resident memory of one worker process (MiB), 1 worker process "
+        "per fresh embedded cluster"
+    )
+    for column in (
+        "workload",
+        "batch",
+        "units",
+        "wall s",
+        "before MiB",
+        "peak MiB",
+        "peak − before",
+        "worker main MiB",
+        "its subprocesses MiB",
+    ):
         table.add_column(column, justify="left" if column in ("workload", "batch") else "right")
     for p in peaks:
         sub = f"{mib(p.sub_kib)} ({p.subs})" if p.subs else "—"
         name = p.name + (f" ({p.note})" if p.note else "")
         table.add_row(
-            name, p.batch, f"{p.units:,}" if p.units else "—",
-            f"{p.wall_s:.1f}" if p.wall_s else "—", mib(p.idle_kib), mib(p.peak_kib),
-            mib(p.peak_kib - p.idle_kib), mib(p.main_kib) if p.main_kib else "—", sub,
-        )  # fmt: skip
+            name,
+            p.batch,
+            f"{p.units:,}" if p.units else "—",
+            f"{p.wall_s:.1f}" if p.wall_s else "—",
+            mib(p.idle_kib),
+            mib(p.peak_kib),
+            mib(p.peak_kib - p.idle_kib),
+            mib(p.main_kib) if p.main_kib else "—",
+            sub,
+        )
     console.print(table)
     console.print(
         "before: the worker process's VmRSS once started and settled (idle: the same, no batch "

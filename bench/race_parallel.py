@@ -90,9 +90,11 @@ def add_branches(repo: RaceRepo, agents: int) -> tuple[RaceRepo, list[str]]:
 
 def make_batch(repo: RaceRepo, branches: list[str]) -> ValidatedBatch:
     spec: dict[str, Any] = {
-        "workload": "race", "task": "bench", "repo": str(repo.path),
+        "workload": "race",
+        "task": "bench",
+        "repo": str(repo.path),
         "agents": agent_spec_entries(repo, branches),
-    }  # fmt: skip
+    }
     return validate_batch(spec, asker="operator")  # a benchmark is the operator's run
 
 

@@ -57,8 +57,14 @@ def bare(commands: Sequence[str], folder: Path) -> Callable[[], None]:
 
     def run() -> None:
         for command in commands:
-            subprocess.run(["/bin/sh", "-c", command], cwd=folder, env=env, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            subprocess.run(
+                ["/bin/sh", "-c", command],
+                cwd=folder,
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
 
     return run
 
@@ -105,20 +111,34 @@ def main() -> None:
             (folder / relative).parent.mkdir(parents=True, exist_ok=True)
             (folder / relative).write_text(text)
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; medians of {runs}")
-        print("sandbox start (call to the command's first instruction): "
-              f"unjailed {start_latency(unjailed, folder, runs) * 1000:.1f} ms, "
-              f"jailed {start_latency(jailed, folder, runs) * 1000:.1f} ms")  # fmt: skip
-        report("race command `true`:", medians({
-            "bare": bare(["true"], folder),
-            "unjailed": lambda: unjailed.run("true", folder, 30),
-            "jailed": lambda: jailed.run("true", folder, 30),
-        }, runs))  # fmt: skip
+        print(
+            "sandbox start (call to the command's first instruction): "
+            f"unjailed {start_latency(unjailed, folder, runs) * 1000:.1f} ms, "
+            f"jailed {start_latency(jailed, folder, runs) * 1000:.1f} ms"
+        )
+        report(
+            "race command `true`:",
+            medians(
+                {
+                    "bare": bare(["true"], folder),
+                    "unjailed": lambda: unjailed.run("true", folder, 30),
+                    "jailed": lambda: jailed.run("true", folder, 30),
+                },
+                runs,
+            ),
+        )
         for title, commands in (("`true` each", TRIVIAL), ("compileall, pytest, ruff", REAL)):
-            report(f"race check of 3 commands ({title}), one session:", medians({
-                "bare": bare(commands, folder),
-                "unjailed": in_session(unjailed, commands, folder),
-                "jailed": in_session(jailed, commands, folder),
-            }, runs))  # fmt: skip
+            report(
+                f"race check of 3 commands ({title}), one session:",
+                medians(
+                    {
+                        "bare": bare(commands, folder),
+                        "unjailed": in_session(unjailed, commands, folder),
+                        "jailed": in_session(jailed, commands, folder),
+                    },
+                    runs,
+                ),
+            )
         print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -21,8 +21,13 @@ from typing import Any
 
 N_AGENTS = 50
 # Five ways to split 100 troops over 5 fields (each shuffled per round by the agent's seed).
-BLOTTO = ((20, 20, 20, 20, 20), (35, 35, 28, 1, 1), (34, 33, 33, 0, 0), (25, 25, 25, 25, 0),
-          (40, 30, 20, 10, 0))  # fmt: skip
+BLOTTO = (
+    (20, 20, 20, 20, 20),
+    (35, 35, 28, 1, 1),
+    (34, 33, 33, 0, 0),
+    (25, 25, 25, 25, 0),
+    (40, 30, 20, 10, 0),
+)
 
 
 @dataclass(frozen=True)

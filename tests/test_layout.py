@@ -7,10 +7,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE_ALLOWED = {
-    "__future__", "collections", "dataclasses", "decimal", "enum", "math", "random", "re",
-    "statistics", "typing", "pydantic", "pydantic_core", "scoring",
+    "__future__",
+    "collections",
+    "dataclasses",
+    "decimal",
+    "enum",
+    "math",
+    "random",
+    "re",
+    "statistics",
+    "typing",
+    "pydantic",
+    "pydantic_core",
+    "scoring",
     "xml",  # xml.etree parses a JUnit report given as a string (no entities, no I/O)
-}  # fmt: skip
+}
 LAYERS = ["arena", "tasks", "workers", "scoring"]  # each may import only those to its right
 
 

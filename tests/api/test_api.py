@@ -204,13 +204,21 @@ def test_lost_redis_is_503(api_settings: ArenaSettings, tmp_path: Path) -> None:
 
 
 def test_a_race_over_http(
-    client: TestClient, db: Store, workers: WorkerPools, cluster_env: dict[str, str],
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    client: TestClient,
+    db: Store,
+    workers: WorkerPools,
+    cluster_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("ARENA_REPO_ROOTS", str(tmp_path))  # the API names no other repository
     repo = make_python_repo(tmp_path / "repo")
-    spec = {"workload": "race", "task": "add a feature", "repo": str(repo.path),
-            "agents": agent_spec_entries(repo, ["clean", "adds-tests"])}  # fmt: skip
+    spec = {
+        "workload": "race",
+        "task": "add a feature",
+        "repo": str(repo.path),
+        "agents": agent_spec_entries(repo, ["clean", "adds-tests"]),
+    }
     workers.start(cluster_env)
     sub = client.post("/batches", json=spec, headers=AUTH).json()
     assert wait_finished(db, sub["batch_id"], timeout=120) == "done"

@@ -31,8 +31,9 @@ def test_board_rows_are_the_clis_json_rows(client: TestClient, db: Store) -> Non
         LeaderboardEntry(agent=a, score=s, stats={"episodes": 3, "errors": 0, "mean_reward": s})
         for a, s in scores.items()
     ]
-    db.finish_batch(batch.batch_id, Reduction(summary={}, entries=entries), boards, finished,
-                    per_agent)  # fmt: skip
+    db.finish_batch(
+        batch.batch_id, Reduction(summary={}, entries=entries), boards, finished, per_agent
+    )
 
     response = client.get("/leaderboards/rows")
     assert response.status_code == 200, response.text

@@ -34,8 +34,14 @@ from tests.race.projects import agent_spec_entries, git, make_python_repo
 
 pytestmark = pytest.mark.integration
 CHROMIUM = os.environ.get("ARENA_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 MIN_PNG_BYTES = 10_000
 
 
@@ -75,14 +81,22 @@ def live_server(api_settings: ArenaSettings) -> Iterator[str]:
 def specs(repo_path: Path, branches: list[str], repo: Any) -> dict[str, dict[str, Any]]:
     alympics = yaml.safe_load((ROOT / "examples" / "alympics.yaml").read_text())
     return {
-        "mario": {"workload": "mario", "leaderboard": "page-mario",
-                  "agents": ["right", "jump-right"], "items": ["1-1"],
-                  "protocol": {"episodes": 2, "seed": 5},
-                  "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 100}},
+        "mario": {
+            "workload": "mario",
+            "leaderboard": "page-mario",
+            "agents": ["right", "jump-right"],
+            "items": ["1-1"],
+            "protocol": {"episodes": 2, "seed": 5},
+            "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 100},
+        },
         "alympics": {**alympics, "leaderboard": "page-alympics"},
-        "race": {"workload": "race", "task": "add a feature", "repo": str(repo_path),
-                 "agents": agent_spec_entries(repo, branches)},
-    }  # fmt: skip
+        "race": {
+            "workload": "race",
+            "task": "add a feature",
+            "repo": str(repo_path),
+            "agents": agent_spec_entries(repo, branches),
+        },
+    }
 
 
 def shoot(page: Any, folder: Path, name: str) -> Path:
@@ -167,9 +181,14 @@ def check_race(page: Any, results: dict[str, Any], http: httpx.Client) -> None:
 
 
 def test_the_web_page_in_a_browser(
-    browser: Any, live_server: str, db: Store, workers: WorkerPools,
-    cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    browser: Any,
+    live_server: str,
+    db: Store,
+    workers: WorkerPools,
+    cluster_env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from playwright.sync_api import expect
 
     monkeypatch.setenv("ARENA_REPO_ROOTS", str(tmp_path))  # the API names no other repository
@@ -200,8 +219,11 @@ def test_the_web_page_in_a_browser(
     check_index(page, http, ids)
     saved = [shoot(page, shots, "index")]
     race_board = next(n for n in http.get("/leaderboards").json() if n.startswith("race-"))
-    for board, kind in (("page-mario-1-1", "mario"), ("page-alympics", "alympics"),
-                        (race_board, "race")):  # fmt: skip
+    for board, kind in (
+        ("page-mario-1-1", "mario"),
+        ("page-alympics", "alympics"),
+        (race_board, "race"),
+    ):
         page.goto(f"{live_server}/ui/leaderboards/{board}")
         check_board(page, http.get(f"/leaderboards/{board}").json()["entries"], kind, http)
         saved.append(shoot(page, shots, board))

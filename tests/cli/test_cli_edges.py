@@ -31,9 +31,14 @@ BANDIT = str(ROOT / "examples" / "bandit.yaml")
 def arena(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
     return subprocess.run(
-        [ARENA, *args], env={**clean, **(env or {})}, capture_output=True, text=True,
-        timeout=120, check=False, cwd=cwd,
-    )  # fmt: skip
+        [ARENA, *args],
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=cwd,
+    )
 
 
 def one_error_line(result: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -71,13 +76,19 @@ def test_version_names_the_release_and_the_commit():
         ({"ARENA_DATA_DIR": "/proc/nope"}, ("leaderboard",), ["ARENA_DATA_DIR"]),
         ({}, ("run", BANDIT, "--output-path", "/nonexistent/dir/r.json"), ["--output-path"]),
         ({}, ("run", BANDIT, "--run-id", "has space"), ["--run-id"]),
-        ({}, ("game", "benchmark", "--output-file", "/nonexistent/dir/r.json"),
-         ["--output-file", "/nonexistent/dir"]),
+        (
+            {},
+            ("game", "benchmark", "--output-file", "/nonexistent/dir/r.json"),
+            ["--output-file", "/nonexistent/dir"],
+        ),
         ({}, ("game", "benchmark", "--output-path", "/proc/x.json"), ["--output-path"]),
-        ({}, ("game", "benchmark", "--agent", "no_such_module_xyz:make"),
-         ["agents[0].entry_point", "no_such_module_xyz"]),
+        (
+            {},
+            ("game", "benchmark", "--agent", "no_such_module_xyz:make"),
+            ["agents[0].entry_point", "no_such_module_xyz"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_settings_and_paths_are_one_line_before_any_work(
     tmp_path: Path, env: dict[str, str], args: tuple[str, ...], needles: list[str]
 ):
@@ -92,8 +103,9 @@ def test_an_agent_that_never_answers_ends_the_benchmark_with_status_1_and_the_re
     with socket.socket() as probe:  # a loopback port with nothing listening
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    result = arena("game", "benchmark", "--agent", f"http://127.0.0.1:{port}/act",
-                   "--episodes", "2")  # fmt: skip
+    result = arena(
+        "game", "benchmark", "--agent", f"http://127.0.0.1:{port}/act", "--episodes", "2"
+    )
     assert result.returncode == 1
     assert "scored 0/100" in result.stdout
     assert "13 of 13 units failed" in result.stderr and "Connection refused" in result.stderr
@@ -105,8 +117,9 @@ def test_an_agent_whose_factory_is_missing_is_refused_before_anything_runs():
 
 
 def test_an_agent_that_cannot_load_fails_with_status_1_and_the_reason():
-    result = arena("game", "benchmark", "--agent", "tests.integration.agents:unloadable",
-                   "--episodes", "1")  # fmt: skip
+    result = arena(
+        "game", "benchmark", "--agent", "tests.integration.agents:unloadable", "--episodes", "1"
+    )
     assert result.returncode == 1
     assert "scored 0/100" in result.stdout
     assert "13 of 13 units failed" in result.stderr
@@ -126,8 +139,17 @@ def test_in_process_runs_import_agents_from_the_working_directory(tmp_path: Path
         "def make():\n"
         "    return Agent()\n"
     )
-    local = arena("game", "benchmark", "--agent", "my_local_agent:make", "--episodes", "1",
-                  "--output", "json", cwd=tmp_path)  # fmt: skip
+    local = arena(
+        "game",
+        "benchmark",
+        "--agent",
+        "my_local_agent:make",
+        "--episodes",
+        "1",
+        "--output",
+        "json",
+        cwd=tmp_path,
+    )
     builtin = arena("game", "benchmark", "--episodes", "1", "--output", "json", cwd=tmp_path)
     assert local.returncode == 0, local.stderr
     assert (
@@ -138,22 +160,73 @@ def test_in_process_runs_import_agents_from_the_working_directory(tmp_path: Path
 # -- fuzz ---------------------------------------------------------------------------------------
 
 WORDS = [
-    "run", "submit", "status", "batches", "cancel", "leaderboard", "logs", "report", "score",
-    "demo", "game", "benchmark", "mario", "race", "alympics", "--json", "--fresh", "--quiet",
-    "--workers", "--run-id", "--output-path", "--output-file", "--output", "--episodes",
-    "--seed", "--agent", "--limit", "--watch", "--cluster", "--version", "-h", "-v", "-",
-    "0", "-1", "1", "3", "abc", "1e99", "nan", "", "text", "json", "builtin", "x:y",
-    "http://127.0.0.1:1/act", "a" * 80, "ü", "/proc/nope/x.json", "/nonexistent/r.json",
-]  # fmt: skip
+    "run",
+    "submit",
+    "status",
+    "batches",
+    "cancel",
+    "leaderboard",
+    "logs",
+    "report",
+    "score",
+    "demo",
+    "game",
+    "benchmark",
+    "mario",
+    "race",
+    "alympics",
+    "--json",
+    "--fresh",
+    "--quiet",
+    "--workers",
+    "--run-id",
+    "--output-path",
+    "--output-file",
+    "--output",
+    "--episodes",
+    "--seed",
+    "--agent",
+    "--limit",
+    "--watch",
+    "--cluster",
+    "--version",
+    "-h",
+    "-v",
+    "-",
+    "0",
+    "-1",
+    "1",
+    "3",
+    "abc",
+    "1e99",
+    "nan",
+    "",
+    "text",
+    "json",
+    "builtin",
+    "x:y",
+    "http://127.0.0.1:1/act",
+    "a" * 80,
+    "ü",
+    "/proc/nope/x.json",
+    "/nonexistent/r.json",
+]
 ENV = {
-    "ARENA_REDIS_URL": ["redis://127.0.0.1:1/0", "localhost:6379", "unix:///nonexistent.sock",
-                        "redis://:@[::1", "redis://127.0.0.1:99999", "ftp://x", " "],
+    "ARENA_REDIS_URL": [
+        "redis://127.0.0.1:1/0",
+        "localhost:6379",
+        "unix:///nonexistent.sock",
+        "redis://:@[::1",
+        "redis://127.0.0.1:99999",
+        "ftp://x",
+        " ",
+    ],
     "ARENA_WORKERS": ["0", "-3", "x", "2", "1e3", ""],
     "ARENA_DATA_DIR": ["/proc/nope", "", "\x7f"],
     "ARENA_VISIBILITY_TIMEOUT_S": ["0", "-1", "inf", "nan", "x", "10"],
     "ARENA_MAX_DELIVERIES": ["0", "x", "2"],
     "ARENA_KEY_PREFIX": ["", " ", "a b", "ok:"],
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -187,16 +260,22 @@ def run_in_process(argv: list[str]) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-          HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_fuzzed_settings_and_arguments_never_print_a_traceback(
     files: list[str], data: st.DataObject
 ):
     words = st.sampled_from(WORDS + files) | st.text(max_size=12)
     argv = data.draw(st.lists(words, max_size=6))
-    env = {name: data.draw(st.sampled_from(values)) for name, values in ENV.items()
-           if data.draw(st.booleans())}  # fmt: skip
+    env = {
+        name: data.draw(st.sampled_from(values))
+        for name, values in ENV.items()
+        if data.draw(st.booleans())
+    }
     # Never the embedded default here (it starts processes): a cluster URL is always set, to
     # nothing that answers.
     env.setdefault("ARENA_REDIS_URL", "redis://127.0.0.1:1/0")

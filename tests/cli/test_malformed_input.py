@@ -29,11 +29,15 @@ from tasks.spec import LOADERS, MAX_SPEC_BYTES, load_spec_file
 from tasks.validation import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
-SPECS = {name: yaml.safe_load((ROOT / "examples" / f"{name}.yaml").read_text())
-         for name in ("bandit", "alympics")}  # fmt: skip
+SPECS = {
+    name: yaml.safe_load((ROOT / "examples" / f"{name}.yaml").read_text())
+    for name in ("bandit", "alympics")
+}
 SCORING_DIR = ROOT / "arena" / "examples" / "scoring"
-SCORING = {p.name: (p.name.split("-", 1)[0], json.loads(p.read_text()))
-           for p in sorted(SCORING_DIR.glob("*.json"))}  # fmt: skip
+SCORING = {
+    p.name: (p.name.split("-", 1)[0], json.loads(p.read_text()))
+    for p in sorted(SCORING_DIR.glob("*.json"))
+}
 NO_REDIS = "redis://127.0.0.1:1/0"
 UNREACHABLE = "cannot reach Redis"
 FUZZ = settings(
@@ -104,8 +108,9 @@ def deep_list(depth: int) -> str:
 
 def test_a_valid_spec_gets_as_far_as_redis(scratch: Path):
     for name, spec in SPECS.items():
-        line = refused(arena("run", write(scratch, f"{name}.yaml", yaml.safe_dump(spec))),
-                       spec=False)  # fmt: skip
+        line = refused(
+            arena("run", write(scratch, f"{name}.yaml", yaml.safe_dump(spec))), spec=False
+        )
         assert UNREACHABLE in line
 
 
@@ -131,10 +136,13 @@ def test_deep_nesting_inside_a_scoring_field_is_one_line(scratch: Path, depth: i
 
 
 @pytest.mark.parametrize("loader", LOADERS, ids=lambda loader: loader.__name__)
-@pytest.mark.parametrize("text", [
-    "a: " + "[" * 100_000,  # flow
-    "a:\n" + "- " * 100_000 + "x\n",  # block, one line
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: " + "[" * 100_000,  # flow
+        "a:\n" + "- " * 100_000 + "x\n",  # block, one line
+    ],
+)
 def test_every_yaml_parser_refuses_deep_nesting_in_one_line(
     scratch: Path, loader: type[yaml.SafeLoader], text: str
 ):
@@ -145,9 +153,11 @@ def test_every_yaml_parser_refuses_deep_nesting_in_one_line(
 
 def test_undecodable_spec_and_scoring_files_are_one_line(scratch: Path):
     spec = yaml.safe_dump(SPECS["bandit"])
-    for name, data in {"utf16.yaml": spec.encode("utf-16"), "latin1.yaml": b"workload: caf\xe9\n",
-                       "utf16.json": json.dumps(SCORING["race-example.json"][1]).encode("utf-16")
-                       }.items():  # fmt: skip
+    for name, data in {
+        "utf16.yaml": spec.encode("utf-16"),
+        "latin1.yaml": b"workload: caf\xe9\n",
+        "utf16.json": json.dumps(SCORING["race-example.json"][1]).encode("utf-16"),
+    }.items():
         path = write(scratch, name, data)
         if name.endswith(".yaml"):
             refused(arena("run", path), "not UTF-8")
@@ -155,15 +165,22 @@ def test_undecodable_spec_and_scoring_files_are_one_line(scratch: Path):
             refused(arena("score", "race", path), "not UTF-8", spec=False)
 
 
-@pytest.mark.parametrize(("text", "needles"), [
-    ("workload: bandit\nworkload: bandit\n", ["duplicate key 'workload'", "line 2", "line 1"]),
-    ("protocol:\n  seed: 1\n  seed: 2\n", ["duplicate key 'seed'", "line 3"]),
-    ("items:\n  - name: a\n    arms: [0.1, 0.2]\n    name: b\n",
-     ["duplicate key 'name'", "line 4"]),
-    ('{"workload": "bandit", "agents": ["random"], "workload": "alympics"}',
-     ["duplicate key 'workload'", "line 1, column 46"]),
-    ('{"params": {"pulls": 1, "pulls": 2}}', ["duplicate key 'pulls'"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("workload: bandit\nworkload: bandit\n", ["duplicate key 'workload'", "line 2", "line 1"]),
+        ("protocol:\n  seed: 1\n  seed: 2\n", ["duplicate key 'seed'", "line 3"]),
+        (
+            "items:\n  - name: a\n    arms: [0.1, 0.2]\n    name: b\n",
+            ["duplicate key 'name'", "line 4"],
+        ),
+        (
+            '{"workload": "bandit", "agents": ["random"], "workload": "alympics"}',
+            ["duplicate key 'workload'", "line 1, column 46"],
+        ),
+        ('{"params": {"pulls": 1, "pulls": 2}}', ["duplicate key 'pulls'"]),
+    ],
+)
 def test_duplicate_keys_in_a_spec_are_refused_at_any_depth(
     scratch: Path, text: str, needles: list[str]
 ):
@@ -176,13 +193,20 @@ LAUGHS = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"] + [
 
 
 @pytest.mark.parametrize("loader", LOADERS, ids=lambda loader: loader.__name__)
-@pytest.mark.parametrize(("text", "needle"), [
-    ("laughs:\n" + "".join(f"  {line}\n" for line in LAUGHS) + "agents: *i\n",
-     "over 200,000 values (counting what aliases repeat)"),
-    ("agents: &x [random, *x]\n", "an alias refers to a value that contains it"),
-    ("a: &x [[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]\nb: [[[[[[[[[[[[[[*x]]]]]]]]]]]]]]\n",
-     "nested too deeply"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (
+            "laughs:\n" + "".join(f"  {line}\n" for line in LAUGHS) + "agents: *i\n",
+            "over 200,000 values (counting what aliases repeat)",
+        ),
+        ("agents: &x [random, *x]\n", "an alias refers to a value that contains it"),
+        (
+            "a: &x [[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]\nb: [[[[[[[[[[[[[[*x]]]]]]]]]]]]]]\n",
+            "nested too deeply",
+        ),
+    ],
+)
 def test_aliases_cannot_blow_up_a_spec(
     scratch: Path, loader: type[yaml.SafeLoader], text: str, needle: str
 ):
@@ -212,14 +236,17 @@ def test_a_spec_too_large_is_refused_before_it_is_parsed(scratch: Path):
     refused(arena("run", write(scratch, "big.yaml", text)), "KiB")
 
 
-@pytest.mark.parametrize(("text", "needles"), [
-    ("protocol: {seed: 0x" + "f" * 5_000 + "}", ["protocol.seed", "too large to show"]),
-    ("protocol: {seed: " + "9" * 5_000 + "}", ["line 4", "number too large"]),
-    ("params: {pulls: 2001-13-45}", ["params.pulls", "'2001-13-45'"]),  # a date is text
-    ("workload: !!binary aGVsbG8=", ["binary"]),
-    ("agents: !!set {random}", ["set"]),
-    ("agents: [{name: x, version: " + "v" * 300 + "}]", ["agents[0].version", "..."]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("protocol: {seed: 0x" + "f" * 5_000 + "}", ["protocol.seed", "too large to show"]),
+        ("protocol: {seed: " + "9" * 5_000 + "}", ["line 4", "number too large"]),
+        ("params: {pulls: 2001-13-45}", ["params.pulls", "'2001-13-45'"]),  # a date is text
+        ("workload: !!binary aGVsbG8=", ["binary"]),
+        ("agents: !!set {random}", ["set"]),
+        ("agents: [{name: x, version: " + "v" * 300 + "}]", ["agents[0].version", "..."]),
+    ],
+)
 def test_values_yaml_makes_but_json_has_not_are_one_line(
     scratch: Path, text: str, needles: list[str]
 ):
@@ -229,30 +256,84 @@ def test_values_yaml_makes_but_json_has_not_are_one_line(
     refused(arena("run", write(scratch, "odd.yaml", lines)), *needles)
 
 
-@pytest.mark.parametrize(("workload", "data", "needles"), [
-    ("mario", {"world": 1, "stage": 1, "completed": True, "max_x_pos": 1, "steps": 10**400},
-     ["steps", "less than or equal to 1000000"]),
-    ("mario", {"world": 1, "stage": 1, "completed": True, "max_x_pos": 10**22, "steps": 1},
-     ["max_x_pos", "65535"]),
-    ("mario", {"world": 1, "stage": 1, "completed": True, "max_x_pos": 1, "steps": 1,
-               "frame_skip": 10**9}, ["frame_skip"]),
-    ("mario", {"full_game": True, "world": 2, "stage": 1, "max_x_pos": 1, "steps": 1,
-               "levels_completed": 1, "lives_lost": 10**12}, ["lives_lost"]),
-    ("race", {"weights": {"build": math.inf}, "agents": [{"name": "a", "build": 100}]},
-     ["weights.build", "finite"]),
-    ("race", {"weights": {"build": 1e308, "tests": 1e308},
-              "agents": [{"name": "a", "build": 100, "tests": 100}]}, ["weights.build"]),
-    ("race", {"agents": [{"name": "a", "build": math.nan}]}, ["agents[0].build", "finite"]),
-    ("race", {"thresholds": {"auto_merge_minimum": 10, "fail_maximum": 50},
-              "agents": [{"name": "a", "build": 0}]},
-     ["thresholds", "auto_merge_minimum", "fail_maximum"]),
-    ("race", {"thresholds": {"auto_merge_minimum": math.inf}, "agents": [{"name": "a"}]},
-     ["thresholds.auto_merge_minimum"]),
-    ("alympics", {**SCORING["alympics-example.json"][1],
-                  "games": {**SCORING["alympics-example.json"][1]["games"],
-                            "auction": {"strategic": math.inf, "fairness": 1, "robustness": 1}}},
-     ["games.auction.strategic", "finite"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("workload", "data", "needles"),
+    [
+        (
+            "mario",
+            {"world": 1, "stage": 1, "completed": True, "max_x_pos": 1, "steps": 10**400},
+            ["steps", "less than or equal to 1000000"],
+        ),
+        (
+            "mario",
+            {"world": 1, "stage": 1, "completed": True, "max_x_pos": 10**22, "steps": 1},
+            ["max_x_pos", "65535"],
+        ),
+        (
+            "mario",
+            {
+                "world": 1,
+                "stage": 1,
+                "completed": True,
+                "max_x_pos": 1,
+                "steps": 1,
+                "frame_skip": 10**9,
+            },
+            ["frame_skip"],
+        ),
+        (
+            "mario",
+            {
+                "full_game": True,
+                "world": 2,
+                "stage": 1,
+                "max_x_pos": 1,
+                "steps": 1,
+                "levels_completed": 1,
+                "lives_lost": 10**12,
+            },
+            ["lives_lost"],
+        ),
+        (
+            "race",
+            {"weights": {"build": math.inf}, "agents": [{"name": "a", "build": 100}]},
+            ["weights.build", "finite"],
+        ),
+        (
+            "race",
+            {
+                "weights": {"build": 1e308, "tests": 1e308},
+                "agents": [{"name": "a", "build": 100, "tests": 100}],
+            },
+            ["weights.build"],
+        ),
+        ("race", {"agents": [{"name": "a", "build": math.nan}]}, ["agents[0].build", "finite"]),
+        (
+            "race",
+            {
+                "thresholds": {"auto_merge_minimum": 10, "fail_maximum": 50},
+                "agents": [{"name": "a", "build": 0}],
+            },
+            ["thresholds", "auto_merge_minimum", "fail_maximum"],
+        ),
+        (
+            "race",
+            {"thresholds": {"auto_merge_minimum": math.inf}, "agents": [{"name": "a"}]},
+            ["thresholds.auto_merge_minimum"],
+        ),
+        (
+            "alympics",
+            {
+                **SCORING["alympics-example.json"][1],
+                "games": {
+                    **SCORING["alympics-example.json"][1]["games"],
+                    "auction": {"strategic": math.inf, "fairness": 1, "robustness": 1},
+                },
+            },
+            ["games.auction.strategic", "finite"],
+        ),
+    ],
+)
 def test_nonsense_numbers_are_refused_naming_the_field(
     scratch: Path, workload: str, data: Any, needles: list[str]
 ):
@@ -261,10 +342,13 @@ def test_nonsense_numbers_are_refused_naming_the_field(
     refused(arena("score", workload, path, "--json"), *needles, spec=False)
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ('{"world": 1, "world": 2}', "duplicate key 'world'"),
-    ('{"steps": ' + "9" * 5_000 + "}", "5000 digits"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{"world": 1, "world": 2}', "duplicate key 'world'"),
+        ('{"steps": ' + "9" * 5_000 + "}", "5000 digits"),
+    ],
+)
 def test_scoring_json_that_python_reads_oddly_is_one_line(scratch: Path, text: str, needle: str):
     refused(arena("score", "mario", write(scratch, "odd.json", text)), needle, spec=False)
 
@@ -285,13 +369,30 @@ def test_every_scoring_example_still_scores_and_its_json_is_strict(scratch: Path
 
 # Values no field accepts, wherever they land: not None (a valid leaderboard), "" (a valid race
 # task) or a bool (a valid `completed`).
-BAD = [math.nan, math.inf, -math.inf, 10**400, -(10**30), [], {"zz_unknown": 1},
-       json.loads(deep_list(34))]  # fmt: skip
+BAD = [
+    math.nan,
+    math.inf,
+    -math.inf,
+    10**400,
+    -(10**30),
+    [],
+    {"zz_unknown": 1},
+    json.loads(deep_list(34)),
+]
 RAW = [deep_list(40), deep_list(5_000), "9" * 5_000, ".nan", "-.inf", "1.0e+999"]
 BAD_BYTES = [b"\xff", b"\xfe\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80", b"\xf8\x88\x80\x80\x80"]
 REQUIRED_SPEC_KEYS = {"workload", "agents", "items", "name", "arms"}
-REQUIRED_SCORING_KEYS = {"world", "stage", "completed", "max_x_pos", "steps", "levels_completed",
-                         "agents", "name", "games"}  # fmt: skip
+REQUIRED_SCORING_KEYS = {
+    "world",
+    "stage",
+    "completed",
+    "max_x_pos",
+    "steps",
+    "levels_completed",
+    "agents",
+    "name",
+    "games",
+}
 
 
 def paths(tree: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -334,22 +435,28 @@ def dump(tree: Any, as_json: bool) -> str:
 def json_with_duplicate(tree: Any, target: tuple[Any, ...], path: tuple[Any, ...] = ()) -> str:
     """JSON text of tree where the object at `target` repeats its first key."""
     if isinstance(tree, dict):
-        items = [f"{json.dumps(k)}: {json_with_duplicate(v, target, (*path, k))}"
-                 for k, v in tree.items()]  # fmt: skip
+        items = [
+            f"{json.dumps(k)}: {json_with_duplicate(v, target, (*path, k))}"
+            for k, v in tree.items()
+        ]
         if path == target and items:
             items.append(items[0])
         return "{" + ", ".join(items) + "}"
     if isinstance(tree, list):
-        return "[" + ", ".join(json_with_duplicate(v, target, (*path, i))
-                               for i, v in enumerate(tree)) + "]"  # fmt: skip
+        return (
+            "["
+            + ", ".join(json_with_duplicate(v, target, (*path, i)) for i, v in enumerate(tree))
+            + "]"
+        )
     return json.dumps(tree)
 
 
 def yaml_with_duplicate(text: str, data: st.DataObject) -> str:
     """YAML text with one `key: ...` line repeated right below itself (same mapping)."""
     lines = text.splitlines()
-    keyed = [i for i, line in enumerate(lines)
-             if ":" in line and not line.lstrip().startswith("- ")]  # fmt: skip
+    keyed = [
+        i for i, line in enumerate(lines) if ":" in line and not line.lstrip().startswith("- ")
+    ]
     i = data.draw(st.sampled_from(keyed))
     return "\n".join([*lines[: i + 1], lines[i], *lines[i + 1 :]]) + "\n"
 
@@ -364,16 +471,20 @@ def mutated(tree: Any, data: st.DataObject, required: set[str], bad: list[Any]) 
         path = data.draw(st.sampled_from(mappings_in(tree)))
         key = "zz_" + data.draw(st.text("abcxyz_", max_size=5))
         return replaced(tree, path, {**at(tree, path), key: 1})
-    keys = [p for p in spots if isinstance(p[-1], str) and p[-1] in required
-            and isinstance(at(tree, p[:-1]), dict)]  # fmt: skip
+    keys = [
+        p
+        for p in spots
+        if isinstance(p[-1], str) and p[-1] in required and isinstance(at(tree, p[:-1]), dict)
+    ]
     return deleted(tree, data.draw(st.sampled_from(keys)))
 
 
 def spec_text(data: st.DataObject) -> bytes:
     tree = SPECS[data.draw(st.sampled_from(sorted(SPECS)))]
     as_json = data.draw(st.booleans())
-    kind = data.draw(st.sampled_from(
-        ["mutation", "raw", "duplicate", "bytes", "utf16", "random", "garbage"]))  # fmt: skip
+    kind = data.draw(
+        st.sampled_from(["mutation", "raw", "duplicate", "bytes", "utf16", "random", "garbage"])
+    )
     if kind == "mutation":
         changed = mutated(tree, data, REQUIRED_SPEC_KEYS, BAD)
         # json.dumps writes NaN and Infinity, which YAML (so a spec) reads as text: "NaN" is a
@@ -382,8 +493,9 @@ def spec_text(data: st.DataObject) -> bytes:
         return dump(changed, as_json and finite).encode()
     if kind == "raw":  # text no YAML/JSON dumper writes: deep nesting, 5,000 digits, ...
         spot = data.draw(st.sampled_from(list(paths(tree))))
-        text = json.dumps(replaced(tree, spot, "RAW")).replace('"RAW"', data.draw(
-            st.sampled_from(RAW)))  # fmt: skip
+        text = json.dumps(replaced(tree, spot, "RAW")).replace(
+            '"RAW"', data.draw(st.sampled_from(RAW))
+        )
         return text.encode()
     if kind == "duplicate":
         if as_json:
@@ -474,13 +586,21 @@ def test_messages_name_each_field_once_and_stay_short():
     assert describe(BanditAgentSpec, {"name": "nobody"}, "agents[3].").startswith(
         "agents[3]: unknown built-in agent 'nobody'"
     )
-    run = {"full_game": True, "world": 2, "stage": 1, "max_x_pos": 1, "steps": 1,
-           "levels_completed": 9}  # fmt: skip
+    run = {
+        "full_game": True,
+        "world": 2,
+        "stage": 1,
+        "max_x_pos": 1,
+        "steps": 1,
+        "levels_completed": 9,
+    }
     assert describe(FullGameResult, run, "[1].").startswith("[1].levels_completed: 9 levels")
     # Every problem carries the prefix, not only the first.
     text = describe(BanditItem, {"name": "x", "arms": [0.5], "y": 1}, "items[0].")
-    assert text == ("items[0].arms: List should have at least 2 items after validation, not 1; "
-                    "items[0].y: unknown field")  # fmt: skip
+    assert text == (
+        "items[0].arms: List should have at least 2 items after validation, not 1; "
+        "items[0].y: unknown field"
+    )
     # Ten thousand bad values are ten problems and a count; a huge value is shown cut short.
     text = describe(BanditItem, {"name": "x", "arms": [2.0] * 10_000})
     assert text.count(";") == 10 and text.endswith("and 9990 more problems")

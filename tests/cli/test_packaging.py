@@ -21,9 +21,17 @@ SUITES = ROOT / "tasks" / "suites"
 PACKAGES = ["arena", "scoring", "tasks", "workers"]
 # What a source tree holds besides the project: never part of a build.
 NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*cache", ".hypothesis",
-    ".arena-data", "tests",
-)  # fmt: skip
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*cache",
+    ".hypothesis",
+    ".arena-data",
+    "tests",
+)
 # Prints where each package was imported from (one marked stderr line), then runs the CLI.
 RUN_FROM_INSTALL = (
     "import importlib, json, sys; "
@@ -60,10 +68,21 @@ def test_wheel_builds_clean_ships_data_and_runs_demo(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     pip = [sys.executable, "-m", "pip"]
     build = run(
-        [*pip, "wheel", "--verbose", "--no-deps", "--no-build-isolation",
-         "--check-build-dependencies", "--no-cache-dir", "-w", str(dist), str(source)],
-        cwd=tmp_path, env=clean_env(),
-    )  # fmt: skip
+        [
+            *pip,
+            "wheel",
+            "--verbose",
+            "--no-deps",
+            "--no-build-isolation",
+            "--check-build-dependencies",
+            "--no-cache-dir",
+            "-w",
+            str(dist),
+            str(source),
+        ],
+        cwd=tmp_path,
+        env=clean_env(),
+    )
     log = build.stdout + build.stderr
     assert build.returncode == 0, log
     assert "deprecat" not in log.lower(), log
@@ -80,16 +99,18 @@ def test_wheel_builds_clean_ships_data_and_runs_demo(tmp_path: Path) -> None:
     site = tmp_path / "site"
     install = run(
         [*pip, "install", "--no-deps", "--no-compile", "--target", str(site), str(wheel)],
-        cwd=tmp_path, env=clean_env(),
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=clean_env(),
+    )
     assert install.returncode == 0, install.stdout + install.stderr
 
     elsewhere = tmp_path / "elsewhere"  # not the repository: nothing importable from the cwd
     elsewhere.mkdir()
     demo = run(
         [sys.executable, "-c", RUN_FROM_INSTALL, "demo"],
-        cwd=elsewhere, env=clean_env(PYTHONPATH=str(site)),
-    )  # fmt: skip
+        cwd=elsewhere,
+        env=clean_env(PYTHONPATH=str(site)),
+    )
     assert demo.returncode == 0, demo.stdout + demo.stderr
     (marked,) = [line for line in demo.stderr.splitlines() if line.startswith("ARENA-FILES ")]
     files = json.loads(marked.removeprefix("ARENA-FILES "))

@@ -63,8 +63,10 @@ def test_race_rubric_example_reproduces_the_seed():
     path = str(EXAMPLES / "race-example.json")
     out = json.loads(arena("score", "race", path, "--json").stdout)
     assert [(a["name"], a["rank"]) for a in out["agents"]] == [
-        ("Codex CLI", 1), ("Claude Code", 2), ("Cursor CLI", 3)
-    ]  # fmt: skip
+        ("Codex CLI", 1),
+        ("Claude Code", 2),
+        ("Cursor CLI", 3),
+    ]
     assert [a["composite"] for a in out["agents"]] == pytest.approx([93.25, 91.25, 16.0])
     assert (out["winner"], out["verdict"]) == ("Codex CLI", "auto-merge")
     cursor = out["agents"][2]
@@ -80,10 +82,22 @@ def test_race_rubric_example_reproduces_the_seed():
 
 
 def test_race_failed_build_makes_tests_and_lint_0():
-    out = score_json("race", {"agents": [
-        {"name": "a", "build": 0, "diff_size": 60, "speed": 70},  # formerly 29.09
-        {"name": "b", "build": 0, "tests": 80, "lint": 90, "diff_size": 60, "speed": 70},  # 53.5
-    ]})  # fmt: skip
+    out = score_json(
+        "race",
+        {
+            "agents": [
+                {"name": "a", "build": 0, "diff_size": 60, "speed": 70},  # formerly 29.09
+                {
+                    "name": "b",
+                    "build": 0,
+                    "tests": 80,
+                    "lint": 90,
+                    "diff_size": 60,
+                    "speed": 70,
+                },  # 53.5
+            ]
+        },
+    )
     assert [a["composite"] for a in out["agents"]] == pytest.approx([16.0, 16.0])
     assert [a["rank"] for a in out["agents"]] == [1, 1]  # a tie
     assert out["agents"][1]["scores"]["tests"] == 0 and out["agents"][1]["scores"]["lint"] == 0
@@ -97,15 +111,22 @@ def test_race_measured_leaves_a_dimension_out_for_everyone():
             "measured": ["build", "lint", "diff_size", "speed"],
             "agents": [
                 {"name": "Codex CLI", "build": 100, "lint": 100, "diff_size": 95, "speed": 100},
-                {"name": "no-tests", "build": 100, "tests": None, "lint": 100, "diff_size": 100,
-                 "speed": 50},
+                {
+                    "name": "no-tests",
+                    "build": 100,
+                    "tests": None,
+                    "lint": 100,
+                    "diff_size": 100,
+                    "speed": 50,
+                },
             ],
         },
-    )  # fmt: skip
+    )
     # Codex: (3000 + 1500 + 1425 + 1000) / 70 = 98.57...; no-tests: (3000 + 1500 + 1500 + 500) / 70
     assert [(a["name"], a["composite"]) for a in out["agents"]] == [
-        ("Codex CLI", pytest.approx(6925 / 70)), ("no-tests", pytest.approx(6500 / 70))
-    ]  # fmt: skip
+        ("Codex CLI", pytest.approx(6925 / 70)),
+        ("no-tests", pytest.approx(6500 / 70)),
+    ]
     assert out["measured"] == ["build", "lint", "diff_size", "speed"]
 
 
@@ -133,9 +154,13 @@ def test_race_raw_measures_example():
     assert "[BUILD: ✗] [TESTS: --]  [LINT: --]  [DIFF: 68]  [SPEED: 71]" in human
 
 
-RAW_AGENT = {"name": "a", "build": {"exit_code": 0}, "tests": {"exit_code": 0},
-             "lint": {"exit_code": 0}, "diff": {"lines_added": 1, "lines_removed": 0,
-                                                "files_changed": 1}}  # fmt: skip
+RAW_AGENT = {
+    "name": "a",
+    "build": {"exit_code": 0},
+    "tests": {"exit_code": 0},
+    "lint": {"exit_code": 0},
+    "diff": {"lines_added": 1, "lines_removed": 0, "files_changed": 1},
+}
 
 
 def test_race_raw_measures_with_an_unparsed_baseline_say_so():
@@ -144,8 +169,15 @@ def test_race_raw_measures_with_an_unparsed_baseline_say_so():
     (only,) = out["agents"]
     assert only["scores"]["tests"] == pytest.approx(75.0)  # 3/4, no bonus for 4 "new" tests
     assert any("baseline's output was not parsed" in n for n in only["notes"])
-    assert "Notes:" in arena("score", "race", "-", stdin=json.dumps(
-        {"baseline": {"tests": {"exit_code": 1}}, "agents": [agent]})).stdout  # fmt: skip
+    assert (
+        "Notes:"
+        in arena(
+            "score",
+            "race",
+            "-",
+            stdin=json.dumps({"baseline": {"tests": {"exit_code": 1}}, "agents": [agent]}),
+        ).stdout
+    )
 
 
 def test_alympics_json_names_the_composite():
@@ -298,20 +330,39 @@ def test_demo_scores_every_rubric_example():
 @pytest.mark.parametrize(
     ("workload", "text", "field"),
     [
-        ("mario", '{"world": 1, "stage": 1, "completed": true, "max_x_pos": 1, "steps": 1e400}',
-         "steps"),
+        (
+            "mario",
+            '{"world": 1, "stage": 1, "completed": true, "max_x_pos": 1, "steps": 1e400}',
+            "steps",
+        ),
         ("mario", json.dumps({**EPISODE, "steps": 10**400}), "steps"),
         ("mario", json.dumps({**EPISODE, "max_x_pos": 10**22}), "max_x_pos"),
-        ("race", '{"weights": {"build": Infinity}, "agents": [{"name": "a", "build": 100}]}',
-         "weights.build"),
-        ("race", '{"weights": {"build": 1e308, "tests": 1e308}, '
-                 '"agents": [{"name": "a", "build": 100, "tests": 100}]}', "weights.build"),
-        ("race", '{"thresholds": {"auto_merge_minimum": 10, "fail_maximum": 50}, '
-                 '"agents": [{"name": "a", "build": 0}]}', "thresholds"),
-        ("alympics", json.dumps(json.loads((EXAMPLES / "alympics-example.json").read_text()))
-         .replace('"fairness": 80', '"fairness": NaN'), "games.public_goods.fairness"),
+        (
+            "race",
+            '{"weights": {"build": Infinity}, "agents": [{"name": "a", "build": 100}]}',
+            "weights.build",
+        ),
+        (
+            "race",
+            '{"weights": {"build": 1e308, "tests": 1e308}, '
+            '"agents": [{"name": "a", "build": 100, "tests": 100}]}',
+            "weights.build",
+        ),
+        (
+            "race",
+            '{"thresholds": {"auto_merge_minimum": 10, "fail_maximum": 50}, '
+            '"agents": [{"name": "a", "build": 0}]}',
+            "thresholds",
+        ),
+        (
+            "alympics",
+            json.dumps(json.loads((EXAMPLES / "alympics-example.json").read_text())).replace(
+                '"fairness": 80', '"fairness": NaN'
+            ),
+            "games.public_goods.fairness",
+        ),
     ],
-)  # fmt: skip
+)
 def test_nonsense_numbers_exit_2_and_json_never_holds_nan(workload, text, field):
     for extra in ((), ("--json",)):
         result = arena("score", workload, "-", *extra, stdin=text)

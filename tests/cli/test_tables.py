@@ -115,8 +115,17 @@ def test_bandit_table_fits_100_columns_with_every_header_and_name_whole():
     assert_fits(text)
     headers = header_block(text)
     assert "IQM [95% CI]" in headers
-    for word in ["#", "Agent", "Mean", "reward", "Regret", "Best-arm", "rate", "Episodes",
-                 "Errors"]:  # fmt: skip
+    for word in [
+        "#",
+        "Agent",
+        "Mean",
+        "reward",
+        "Regret",
+        "Best-arm",
+        "rate",
+        "Episodes",
+        "Errors",
+    ]:
         assert word in headers.split(), word
     assert list(body(text)) == NAMES  # whole names, in rank order
 
@@ -126,8 +135,17 @@ def test_alympics_table_fits_100_columns_with_the_four_categories(alympics_stats
     text = render(leaderboard_view("alympics", rows, ALYMPICS)[0])
     assert_fits(text)
     words = header_block(text).split()
-    for word in ["Composite", "Strategic", "Cooperation", "Fairness", "Robustness", "Faults",
-                 "Failed", "match", "sets"]:  # fmt: skip
+    for word in [
+        "Composite",
+        "Strategic",
+        "Cooperation",
+        "Fairness",
+        "Robustness",
+        "Faults",
+        "Failed",
+        "match",
+        "sets",
+    ]:
         assert word in words, word
     assert list(body(text)) == NAMES
     strategic = format_value(alympics_stats["categories"]["strategic"], "number")
@@ -215,8 +233,12 @@ def test_overlaps_above():
     assert overlaps_above([]) == []
     assert overlaps_above([(0.0, 1.0)]) == [False]
     assert overlaps_above([(0.5, 0.9), (0.1, 0.5), (0.2, 0.3), None, (0.2, 0.3)]) == [
-        False, True, True, False, False,
-    ]  # fmt: skip
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]
     assert overlaps_above([(0.5, 0.9), (0.6, 0.7)]) == [False, True]  # inside the one above
 
 

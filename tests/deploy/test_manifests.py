@@ -583,9 +583,17 @@ def test_grace_period_outlasts_a_unit_at_the_default_time_limit(
     to store its result. (A longer chunk cut off at the deadline is redelivered, not lost.)"""
     default_limit = Protocol().unit_time_limit_s
     unit = Unit(
-        id="b:a:i:0", batch_id="b", workload="mario", agent="a", item="i", episode=0,
-        env_seed=0, agent_seed=0, time_limit_s=default_limit, payload={},
-    )  # fmt: skip
+        id="b:a:i:0",
+        batch_id="b",
+        workload="mario",
+        agent="a",
+        item="i",
+        episode=0,
+        env_seed=0,
+        agent_seed=0,
+        time_limit_s=default_limit,
+        payload={},
+    )
     hard_limit = chunk_time_limits([unit])[1]
     objects = render(name)
     workers = worker_deployments(objects)
@@ -739,8 +747,9 @@ def test_workers_run_under_arenas_seccomp_profile_and_nothing_else_does(
                 # The profile that lets the worker make bubblewrap jails (the runtime's default
                 # refuses user namespaces): installed on nodes under this name (docs/deploy.md).
                 assert profile == {
-                    "type": "Localhost", "localhostProfile": "arena/arena-worker.json",
-                }, workload["metadata"]["name"]  # fmt: skip
+                    "type": "Localhost",
+                    "localhostProfile": "arena/arena-worker.json",
+                }, workload["metadata"]["name"]
             else:
                 assert profile is None, workload["metadata"]["name"]  # the pod's RuntimeDefault
 

@@ -28,8 +28,9 @@ SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")
 def promtool(*args: str, cwd: Path = PROMETHEUS) -> subprocess.CompletedProcess[str]:
     if shutil.which("promtool") is None:
         unavailable("promtool not found (Debian's prometheus package; scripts/test installs it)")
-    return subprocess.run(["promtool", *args], cwd=cwd, capture_output=True, text=True,
-                          check=False, timeout=60)  # fmt: skip
+    return subprocess.run(
+        ["promtool", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=60
+    )
 
 
 def exported() -> set[str]:
@@ -75,9 +76,17 @@ def test_the_prometheus_config_loads_its_rules(tmp_path: Path):
 def test_every_dashboard_query_is_promql_over_exported_metrics(tmp_path: Path):
     exprs = dashboard_exprs()
     # promtool parses each query as a recording rule's expression: a syntax error fails.
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"arena_dashboard:query{i}", "expr": expr} for i, (_, expr) in enumerate(exprs)
-    ]}]}  # fmt: skip
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"arena_dashboard:query{i}", "expr": expr}
+                    for i, (_, expr) in enumerate(exprs)
+                ],
+            }
+        ]
+    }
     (tmp_path / "queries.yml").write_text(yaml.safe_dump(rules))
     checked = promtool("check", "rules", str(tmp_path / "queries.yml"), cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -89,8 +98,13 @@ def test_the_dashboard_shows_what_operators_watch():
     dashboard = json.loads(DASHBOARD.read_text())
     used = set().union(*(metric_names(expr) for _, expr in dashboard_exprs()))
     # Units by status, durations, queue depth, batch latency, emulator frames per second.
-    assert {"arena_units", "arena_unit_duration_seconds", "arena_queue_depth",
-            "arena_batch_latency_seconds", "arena_emulator_frames"} <= used  # fmt: skip
+    assert {
+        "arena_units",
+        "arena_unit_duration_seconds",
+        "arena_queue_depth",
+        "arena_batch_latency_seconds",
+        "arena_emulator_frames",
+    } <= used
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     assert all(p["datasource"]["uid"] == "${datasource}" for p in dashboard["panels"])

@@ -145,9 +145,14 @@ def arena(
     *args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [ARENA, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        [ARENA, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
         cwd=cwd,
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture

@@ -70,12 +70,15 @@ def test_an_image_agent_plays_a_batch_and_lands_on_the_leaderboard(
     (tmp_path / "pixels.py").write_text(PIXELS.replace("OFFSET", "0"))  # the same code, native
     spec = {
         "workload": "mario",
-        "agents": [{"name": "boxed", "image": tag},
-                   {"name": "native", "entry_point": "pixels:make"}, "right"],
+        "agents": [
+            {"name": "boxed", "image": tag},
+            {"name": "native", "entry_point": "pixels:make"},
+            "right",
+        ],
         "items": ["1-1"],
         "protocol": {"episodes": 2, "seed": 3},
         "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 150},
-    }  # fmt: skip
+    }
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     env = embedded_env(tmp_path / "data")  # DOCKER_HOST, if set, goes to the workers too
@@ -112,8 +115,12 @@ def test_an_image_agent_plays_a_batch_and_lands_on_the_leaderboard(
 
 
 def test_an_image_the_engine_lacks_is_refused_with_exit_2(tmp_path: Path, docker_engine: Any):
-    spec = {"workload": "mario", "agents": [{"name": "ghost", "image": "arena-no-such:1"}],
-            "items": ["1-1"], "protocol": {"episodes": 1}}  # fmt: skip
+    spec = {
+        "workload": "mario",
+        "agents": [{"name": "ghost", "image": "arena-no-such:1"}],
+        "items": ["1-1"],
+        "protocol": {"episodes": 1},
+    }
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     env = embedded_env(tmp_path / "data")  # DOCKER_HOST, if set, goes to the workers too

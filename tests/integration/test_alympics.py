@@ -51,8 +51,17 @@ def test_api_as_in_the_rubric():
 def test_cli_outputs(tmp_path: Path):
     env = embedded_env(tmp_path)
     out_file = tmp_path / "results.json"
-    written = arena("game", "benchmark", "--episodes", "2", "--output", "json",
-                    "--output-file", str(out_file), env=env)  # fmt: skip
+    written = arena(
+        "game",
+        "benchmark",
+        "--episodes",
+        "2",
+        "--output",
+        "json",
+        "--output-file",
+        str(out_file),
+        env=env,
+    )
     assert written.returncode == 0
     assert written.stdout.startswith("builtin scored ")
     assert json.loads(out_file.read_text())["agent"] == "builtin"

@@ -24,8 +24,9 @@ def publish(db: Store, scores: dict[str, float], seed: int) -> None:
     db.start_batch(batch.normalised(), "bandit", boards, 1, batch.identity, submitted)
     finished, per_agent = finished_provenance(submitted, time.time(), [])
     entries = [LeaderboardEntry(agent=a, score=s, stats={"episodes": 1}) for a, s in scores.items()]
-    db.finish_batch(batch.batch_id, Reduction(summary={}, entries=entries), boards, finished,
-                    per_agent)  # fmt: skip
+    db.finish_batch(
+        batch.batch_id, Reduction(summary={}, entries=entries), boards, finished, per_agent
+    )
 
 
 def test_rows_are_read_again_once_a_batch_publishes(db: Store) -> None:

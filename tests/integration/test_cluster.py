@@ -62,8 +62,9 @@ def test_sigkill_mid_batch_loses_nothing(cluster_env, db, workers, write_spec):
     # default (2 h): the chunks a whole killed worker held come back through the heartbeat
     # watchdog of the surviving worker, here after 4 s of silence.
     env = {**cluster_env, "ARENA_LOST_WORKER_S": "4", "ARENA_HEARTBEAT_S": "0.5"}
-    spec = bandit_spec(params={"pulls": 6000}, protocol={"episodes": 20, "seed": 5,
-                                                         "unit_time_limit_s": 3})  # fmt: skip
+    spec = bandit_spec(
+        params={"pulls": 6000}, protocol={"episodes": 20, "seed": 5, "unit_time_limit_s": 3}
+    )
     doomed = workers.start(env, concurrency=2)
     survivor = workers.start(env, concurrency=1)
     batch_id = submit(cluster_env, write_spec, spec)
@@ -182,12 +183,14 @@ def test_invalid_spec_is_refused_before_anything_is_enqueued(
 def test_a_board_keeps_one_protocol(cluster_env, db, workers, write_spec):
     workers.start(cluster_env, concurrency=1)
     # `arena run` with ARENA_REDIS_URL set: submits to the cluster, waits, prints the board.
-    ran = arena("run", str(write_spec(bandit_spec(protocol={"episodes": 2, "seed": 1}))),
-                env=cluster_env)  # fmt: skip
+    ran = arena(
+        "run", str(write_spec(bandit_spec(protocol={"episodes": 2, "seed": 1}))), env=cluster_env
+    )
     assert ran.returncode == 0, ran.stderr
     assert "done — 20/20 units, 0 errors" in ran.stdout and "Leaderboard: it" in ran.stdout
-    other = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 3, "seed": 1}))),
-                  env=cluster_env)  # fmt: skip
+    other = arena(
+        "submit", str(write_spec(bandit_spec(protocol={"episodes": 3, "seed": 1}))), env=cluster_env
+    )
     assert other.returncode == 2
     assert "leaderboard: 'it' holds results of a different protocol" in other.stderr
 
@@ -217,9 +220,12 @@ def test_arena_worker_consumes_only_its_queues(cluster_env, db, write_spec):
     def worker(queues: str) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             [ARENA, "worker", "--queues", queues, "--concurrency", "1", "--loglevel", "WARNING"],
-            env=cluster_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=cluster_env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
     gpu_only = worker("gpu")
     cpu = None
@@ -265,11 +271,13 @@ def test_an_agent_that_kills_its_worker_cannot_stall_the_batch(
 
 def test_two_protocols_submitted_back_to_back_cannot_share_a_board(cluster_env, db, write_spec):
     """The board's protocol is claimed at submission, not when a batch finishes."""
-    first = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 2, "seed": 1}))),
-                  env=cluster_env)  # fmt: skip
+    first = arena(
+        "submit", str(write_spec(bandit_spec(protocol={"episodes": 2, "seed": 1}))), env=cluster_env
+    )
     assert first.returncode == 0, first.stderr
-    second = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 3, "seed": 1}))),
-                   env=cluster_env)  # fmt: skip
+    second = arena(
+        "submit", str(write_spec(bandit_spec(protocol={"episodes": 3, "seed": 1}))), env=cluster_env
+    )
     assert second.returncode == 2
     assert "leaderboard: 'it' holds results of a different protocol" in second.stderr
     assert db.batch_ids() == [first.stdout.strip()]
@@ -289,8 +297,13 @@ def test_batches_are_found_by_prefix_or_run_id_and_an_ended_one_cannot_be_cancel
     cluster_env, db, workers, write_spec
 ):
     workers.start(cluster_env, concurrency=1)
-    first = arena("submit", str(write_spec(bandit_spec(protocol={"episodes": 1}))),
-                  "--run-id", "monday", env=cluster_env)  # fmt: skip
+    first = arena(
+        "submit",
+        str(write_spec(bandit_spec(protocol={"episodes": 1}))),
+        "--run-id",
+        "monday",
+        env=cluster_env,
+    )
     second = submit(cluster_env, write_spec, bandit_spec(protocol={"episodes": 2}, leaderboard="b"))
     batch_id = first.stdout.strip()
     assert wait_finished(db, batch_id) == wait_finished(db, second) == "done"

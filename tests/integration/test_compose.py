@@ -69,8 +69,16 @@ class ComposeCluster:
             self.running = False
 
     def compose(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        command = ["docker-compose", "-p", self.project, "--env-file", str(self.env_file),
-                   "-f", str(COMPOSE_FILE), *args]  # fmt: skip
+        command = [
+            "docker-compose",
+            "-p",
+            self.project,
+            "--env-file",
+            str(self.env_file),
+            "-f",
+            str(COMPOSE_FILE),
+            *args,
+        ]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
     def settings(self) -> dict[str, str]:
@@ -96,12 +104,21 @@ def cluster(tmp_path: Path) -> Iterator[ComposeCluster]:
     require_current_worker_image()
     made = ComposeCluster(tmp_path, f"arenatest{uuid.uuid4().hex[:8]}")
     socket_path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    env = {**os.environ, "ARENA_HOST_WORK_DIR": str(tmp_path / "work"),
-           "ARENA_REPOS_DIR": str(made.repos), "ARENA_REDIS_PORT": str(_free_port()),
-           "ARENA_API_PORT": str(_free_port()),
-           "ARENA_DOCKER_SOCKET": socket_path.removeprefix("unix://")}  # fmt: skip
-    written = subprocess.run([str(ROOT / "scripts" / "compose-env"), str(made.env_file)],
-                             env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    env = {
+        **os.environ,
+        "ARENA_HOST_WORK_DIR": str(tmp_path / "work"),
+        "ARENA_REPOS_DIR": str(made.repos),
+        "ARENA_REDIS_PORT": str(_free_port()),
+        "ARENA_API_PORT": str(_free_port()),
+        "ARENA_DOCKER_SOCKET": socket_path.removeprefix("unix://"),
+    }
+    written = subprocess.run(
+        [str(ROOT / "scripts" / "compose-env"), str(made.env_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert written.returncode == 0, written.stderr
     with made.env_file.open("a") as extra:  # no registry here: Redis from the worker image
         extra.write(f"ARENA_REDIS_IMAGE={WORKER_IMAGE}\nARENA_WORKER_CONCURRENCY=1\n")
@@ -140,9 +157,13 @@ def test_every_workload_on_the_compose_cluster(cluster: ComposeCluster, tmp_path
     image = build_agent_image(client, tmp_path / "agent", files, serve("pixels:make"), tag)
     try:
         params = {"frame_skip": 4, "action_set": "right_only", "max_steps": 200}
-        mario = {"workload": "mario", "items": ["1-1"], "protocol": {"episodes": 2, "seed": 0},
-                 "agents": ["right", "jump-right", {"name": "boxed", "image": tag}],
-                 "params": params}  # fmt: skip
+        mario = {
+            "workload": "mario",
+            "items": ["1-1"],
+            "protocol": {"episodes": 2, "seed": 0},
+            "agents": ["right", "jump-right", {"name": "boxed", "image": tag}],
+            "params": params,
+        }
         ran = _run(mario, tmp_path, env, "run")
     finally:
         client.images.remove(image.id, force=True)
@@ -153,10 +174,14 @@ def test_every_workload_on_the_compose_cluster(cluster: ComposeCluster, tmp_path
     assert {e["agent"] for e in board["entries"]} == {"right", "jump-right", "boxed"}
     assert all(e["stats"]["episodes"] == 2 for e in board["entries"])
 
-    games = {"workload": "alympics", "leaderboard": "alympics-compose", "agents": ["builtin"],
-             "items": ["prisoners_dilemma", "public_goods", "auction", "colonel_blotto",
-                       "congestion"], "protocol": {"seed": 0},
-             "params": {"suite": "alympics_lite"}}  # fmt: skip
+    games = {
+        "workload": "alympics",
+        "leaderboard": "alympics-compose",
+        "agents": ["builtin"],
+        "items": ["prisoners_dilemma", "public_goods", "auction", "colonel_blotto", "congestion"],
+        "protocol": {"seed": 0},
+        "params": {"suite": "alympics_lite"},
+    }
     ran = _run(games, tmp_path, env, "run")
     assert ran["counts"]["errors"] == 0, ran
     board = _board("alympics-compose", env, tmp_path)
@@ -172,9 +197,13 @@ def test_every_workload_on_the_compose_cluster(cluster: ComposeCluster, tmp_path
 
     # A race: the repository under the shared repos folder; checks in sandbox containers.
     repo = make_python_repo(cluster.repos / "calc")
-    race = {"workload": "race", "task": "add a feature", "repo": str(repo.path),
-            "agents": agent_spec_entries(repo, RACE_BRANCHES),
-            "scoring": {**repo.commands, "timeout_per_check_seconds": 60}}  # fmt: skip
+    race = {
+        "workload": "race",
+        "task": "add a feature",
+        "repo": str(repo.path),
+        "agents": agent_spec_entries(repo, RACE_BRANCHES),
+        "scoring": {**repo.commands, "timeout_per_check_seconds": 60},
+    }
     result = _run(race, tmp_path, env, "race", "run")
     got = {a["name"]: a for a in result["agents"]}
     assert set(got) == set(RACE_BRANCHES) and result["winner"] == "clean"
@@ -235,10 +264,23 @@ def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
         "ARENA_REDIS_PASSWORD=0123abcd\nARENA_DOCKER_GID=999\nARENA_API_TOKENS=t0ken\n"
     )
     resolved = subprocess.run(
-        ["docker-compose", "--env-file", str(env_file), "-f", str(ROOT / "compose.yaml"),
-         "--profile", "gpu", "--profile", "monitoring", "config"],
-        capture_output=True, text=True, cwd=ROOT, check=False,
-    )  # fmt: skip
+        [
+            "docker-compose",
+            "--env-file",
+            str(env_file),
+            "-f",
+            str(ROOT / "compose.yaml"),
+            "--profile",
+            "gpu",
+            "--profile",
+            "monitoring",
+            "config",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     assert resolved.returncode == 0, resolved.stderr
     services = yaml.safe_load(resolved.stdout)["services"]
     assert set(services) == {"redis", "worker-cpu", "worker-gpu", "beat", "api", "prometheus"}
@@ -272,7 +314,12 @@ def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
     assert "--queues gpu" in services["worker-gpu"]["command"]
     (device,) = services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"]
     assert device["capabilities"] == ["gpu"] and device["driver"] == "nvidia"
-    missing = subprocess.run(["docker-compose", "-f", str(ROOT / "compose.yaml"), "config"],
-                             capture_output=True, text=True, cwd=tmp_path, check=False,
-                             env={**os.environ, "ARENA_REDIS_PASSWORD": ""})  # fmt: skip
+    missing = subprocess.run(
+        ["docker-compose", "-f", str(ROOT / "compose.yaml"), "config"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, "ARENA_REDIS_PASSWORD": ""},
+    )
     assert missing.returncode != 0 and "scripts/compose-env" in missing.stderr

@@ -43,14 +43,27 @@ def test_a_killed_workers_sandbox_container_goes_with_its_restart(
     require_image(WORKER_IMAGE)
     repo = make_python_repo(tmp_path / "repo")
     # The build sleeps first: long enough to find its container and kill the worker meanwhile.
-    scoring = {**repo.commands, "build_command": "sleep 5 && python -m compileall -q calc",
-               "timeout_per_check_seconds": 60}  # fmt: skip
-    spec = {"workload": "race", "task": "add a feature", "repo": str(repo.path),
-            "agents": agent_spec_entries(repo, ["clean"]), "scoring": scoring}  # fmt: skip
+    scoring = {
+        **repo.commands,
+        "build_command": "sleep 5 && python -m compileall -q calc",
+        "timeout_per_check_seconds": 60,
+    }
+    spec = {
+        "workload": "race",
+        "task": "add a feature",
+        "repo": str(repo.path),
+        "agents": agent_spec_entries(repo, ["clean"]),
+        "scoring": scoring,
+    }
     path = tmp_path / "race.yaml"
     path.write_text(yaml.safe_dump(spec))
-    env = {**cluster_env, "ARENA_SANDBOX": "docker", "ARENA_SANDBOX_IMAGE": WORKER_IMAGE,
-           "ARENA_HEARTBEAT_S": "1", "ARENA_LOST_WORKER_S": "4"}  # fmt: skip
+    env = {
+        **cluster_env,
+        "ARENA_SANDBOX": "docker",
+        "ARENA_SANDBOX_IMAGE": WORKER_IMAGE,
+        "ARENA_HEARTBEAT_S": "1",
+        "ARENA_LOST_WORKER_S": "4",
+    }
     before = set(arena_containers(client))
 
     pool = workers.start(env, concurrency=1)

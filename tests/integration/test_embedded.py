@@ -66,9 +66,13 @@ def test_ctrl_c_leaves_no_stray_process_and_the_rerun_resumes(tmp_path: Path, wr
     data = tmp_path / "data"
     spec = write_spec(bandit_spec(params={"pulls": 30000}, leaderboard="slow"))
     run = subprocess.Popen(
-        [ARENA, "run", str(spec)], env=embedded_env(data), cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [ARENA, "run", str(spec)],
+        env=embedded_env(data),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (data / "worker.log").exists() and time.monotonic() < deadline:
         time.sleep(0.1)

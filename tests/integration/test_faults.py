@@ -51,14 +51,16 @@ def figure(name: str, seconds: float, outcome: str) -> None:
     print(f"FAULT {name}: {outcome} in {seconds:.1f}s")
     if target:
         with open(target, "a") as out:
-            out.write(json.dumps({"fault": name, "seconds": round(seconds, 1),
-                                  "outcome": outcome}) + "\n")  # fmt: skip
+            out.write(
+                json.dumps({"fault": name, "seconds": round(seconds, 1), "outcome": outcome}) + "\n"
+            )
 
 
 def slow_spec(**overrides: object) -> dict:
     """400 units of ~20-40 ms: long enough for faults to land mid-batch."""
-    spec = bandit_spec(params={"pulls": 6000},
-                       protocol={"episodes": 40, "seed": 8, "unit_time_limit_s": 30})  # fmt: skip
+    spec = bandit_spec(
+        params={"pulls": 6000}, protocol={"episodes": 40, "seed": 8, "unit_time_limit_s": 30}
+    )
     spec.update(overrides)
     return spec
 
@@ -100,8 +102,11 @@ def test_pool_processes_killed_in_a_loop(cluster_env, db, workers, write_spec):
     assert wait_finished(db, batch_id, timeout=300) == "done"
     assert kills >= 10
     assert_equal_to_undisturbed(db, batch_id, spec)
-    figure("pool processes SIGKILLed in a loop", time.monotonic() - started,
-           f"{kills} kills, identical results")  # fmt: skip
+    figure(
+        "pool processes SIGKILLed in a loop",
+        time.monotonic() - started,
+        f"{kills} kills, identical results",
+    )
 
 
 def test_a_whole_worker_killed_and_a_fresh_one_started(cluster_env, db, workers, write_spec):
@@ -117,8 +122,11 @@ def test_a_whole_worker_killed_and_a_fresh_one_started(cluster_env, db, workers,
     recovery = time.monotonic() - killed
     assert recovery < 60  # the heartbeat watchdog, not the 2-hour visibility timeout
     assert_equal_to_undisturbed(db, batch_id, spec)
-    figure("whole worker SIGKILLed, fresh one started", recovery,
-           "identical results (visibility timeout left at 2 h)")  # fmt: skip
+    figure(
+        "whole worker SIGKILLed, fresh one started",
+        recovery,
+        "identical results (visibility timeout left at 2 h)",
+    )
 
 
 def test_status_says_when_units_wait_for_a_lost_worker(cluster_env, db, workers, write_spec):
@@ -141,8 +149,12 @@ def test_status_says_when_units_wait_for_a_lost_worker(cluster_env, db, workers,
 
 def on_restartable(server: RestartableRedis, tmp_path: Path) -> tuple[dict[str, str], Store]:
     """The environment for `arena` and workers on `server`, and a Store on it."""
-    env = {**os.environ, "ARENA_REDIS_URL": server.url, "PYTHONPATH": str(ROOT),
-           "ARENA_DATA_DIR": str(tmp_path / "data")}  # fmt: skip
+    env = {
+        **os.environ,
+        "ARENA_REDIS_URL": server.url,
+        "PYTHONPATH": str(ROOT),
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+    }
     return env, Store(redis.Redis.from_url(server.url, decode_responses=True))
 
 
@@ -168,8 +180,11 @@ def test_redis_killed_and_restarted_mid_batch(
     assert log.count("lost Redis (") >= 1 and log.count("Redis is back after") >= 1, log
     if workers.restarts == 0:
         assert log.count("lost Redis (") == log.count("Redis is back after") == 1, log
-    figure("Redis kill -9, restarted 3 s later (AOF)", time.monotonic() - back,
-           "identical results, no unit lost")  # fmt: skip
+    figure(
+        "Redis kill -9, restarted 3 s later (AOF)",
+        time.monotonic() - back,
+        "identical results, no unit lost",
+    )
 
 
 def test_units_that_hang_end_at_their_time_limit(cluster_env, db, workers, write_spec):
@@ -195,8 +210,11 @@ def test_units_that_hang_end_at_their_time_limit(cluster_env, db, workers, write
     assert "ignored it" in reasons["stubborn"]
     assert all(r.error_kind == "agent" for r in results.values() if r.status == "error")
     assert took < 60
-    figure("units that hang (one swallows every interrupt)", took,
-           "agent errors at the time limit, batch done")  # fmt: skip
+    figure(
+        "units that hang (one swallows every interrupt)",
+        took,
+        "agent errors at the time limit, batch done",
+    )
 
 
 def test_a_unit_that_eats_memory_is_an_agent_error(cluster_env, db, workers, write_spec):
@@ -212,8 +230,11 @@ def test_a_unit_that_eats_memory_is_an_agent_error(cluster_env, db, workers, wri
     assert len(eaten) == 4 and all("MemoryError" in (r.reason or "") for r in eaten)
     assert {r.status for r in results.values() if r.agent == "ucb1"} == {"ok"}
     assert pool.poll() is None  # the worker lives on
-    figure("a unit that eats memory (8 GiB, limit 2 GiB)", time.monotonic() - started,
-           "MemoryError as an agent error, worker alive")  # fmt: skip
+    figure(
+        "a unit that eats memory (8 GiB, limit 2 GiB)",
+        time.monotonic() - started,
+        "MemoryError as an agent error, worker alive",
+    )
 
 
 def test_the_same_chunk_delivered_twice_lands_once(cluster_env, db, workers, write_spec):
@@ -227,8 +248,11 @@ def test_the_same_chunk_delivered_twice_lands_once(cluster_env, db, workers, wri
     assert wait_finished(db, batch_id, timeout=120) == "done"
     time.sleep(2)  # let the duplicates run too
     assert_equal_to_undisturbed(db, batch_id, spec)
-    figure("every chunk delivered twice", time.monotonic() - started,
-           "each unit stored once, one history point")  # fmt: skip
+    figure(
+        "every chunk delivered twice",
+        time.monotonic() - started,
+        "each unit stored once, one history point",
+    )
 
 
 def test_a_chunk_delivered_again_counts_no_attempt_for_its_stored_units(
@@ -264,8 +288,11 @@ def test_a_message_lost_in_delivery_is_sent_again(cluster_env, db, workers, writ
     workers.start({**cluster_env, **QUICK_LIVENESS}, concurrency=2)
     assert wait_finished(db, batch_id, timeout=120) == "done"
     assert_equal_to_undisturbed(db, batch_id, spec)
-    figure("a chunk message lost in delivery", time.monotonic() - started,
-           "its units, carried by no message, sent again; identical results")  # fmt: skip
+    figure(
+        "a chunk message lost in delivery",
+        time.monotonic() - started,
+        "its units, carried by no message, sent again; identical results",
+    )
 
 
 def test_a_client_that_loses_redis_while_waiting(
@@ -275,9 +302,13 @@ def test_a_client_that_loses_redis_while_waiting(
     spec = slow_spec()
     workers.start(env, concurrency=2, restart=True)
     client = subprocess.Popen(
-        [ARENA, "run", str(write_spec(spec)), "--json"], env=env, cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [ARENA, "run", str(write_spec(spec)), "--json"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not db.batch_ids() or db.progress(db.batch_ids()[0])[0] < 60:
         assert time.monotonic() < deadline and client.poll() is None
@@ -294,8 +325,7 @@ def test_a_client_that_loses_redis_while_waiting(
     assert client.returncode == 0, err
     assert "lost Redis" in err and "Redis is back" in err and "Traceback" not in err
     assert json.loads(out)["counts"] == {"total": 400, "completed": 400, "errors": 0}
-    figure("client loses Redis while waiting (3 s)", time.monotonic() - back,
-           "reconnects, exit 0")  # fmt: skip
+    figure("client loses Redis while waiting (3 s)", time.monotonic() - back, "reconnects, exit 0")
 
 
 @contextmanager
@@ -360,9 +390,13 @@ def test_redis_that_refuses_writes_is_said_in_one_line(cluster_env, db, workers,
     when Redis accepts writes again."""
     batch_id = submit(cluster_env, write_spec, bandit_spec(protocol={"episodes": 4, "seed": 6}))
     watcher = subprocess.Popen(
-        [ARENA, "status", batch_id, "--watch"], env=cluster_env, cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [ARENA, "status", batch_id, "--watch"],
+        env=cluster_env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1)
     db.r.config_set("maxmemory", 1)
     try:
@@ -386,9 +420,13 @@ def test_redis_that_refuses_writes_is_said_in_one_line(cluster_env, db, workers,
 def test_a_batch_that_vanishes_ends_the_wait(cluster_env, db, write_spec):
     batch_id = submit(cluster_env, write_spec, slow_spec())  # no workers: it stays running
     watcher = subprocess.Popen(
-        [ARENA, "status", batch_id, "--watch"], env=cluster_env, cwd=ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [ARENA, "status", batch_id, "--watch"],
+        env=cluster_env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(2)
     db.r.flushdb()
     _, err = watcher.communicate(timeout=30)
@@ -409,16 +447,28 @@ def test_an_alympics_agent_that_hangs_ends_at_the_time_limit(tmp_path: Path, whe
     it); the others are played; the benchmark ends with status 1 and the reason."""
     flags = ["--cluster"] if where == "cluster" else []
     started = time.monotonic()
-    result = arena("game", "benchmark", "--agent", "tests.integration.agents:alympics_sleeper",
-                   "--episodes", "1", "--unit-time-limit", "1", *flags,
-                   env=embedded_env(tmp_path / "data"))  # fmt: skip
+    result = arena(
+        "game",
+        "benchmark",
+        "--agent",
+        "tests.integration.agents:alympics_sleeper",
+        "--episodes",
+        "1",
+        "--unit-time-limit",
+        "1",
+        *flags,
+        env=embedded_env(tmp_path / "data"),
+    )
     took = time.monotonic() - started
     assert result.returncode == 1, result.stderr
     assert "2 of 13 units failed" in result.stderr  # the two Prisoner's Dilemma match sets
     assert "time limit of 1s exceeded" in result.stderr
     assert took < 40
-    figure(f"an Alympics agent that hangs ({where})", took,
-           "its match sets end at the 1 s limit, the rest played")  # fmt: skip
+    figure(
+        f"an Alympics agent that hangs ({where})",
+        took,
+        "its match sets end at the 1 s limit, the rest played",
+    )
 
 
 class Silent(BaseHTTPRequestHandler):
@@ -437,8 +487,17 @@ def test_an_http_agent_that_never_answers_costs_seconds(tmp_path: Path):
     url = f"http://127.0.0.1:{httpd.server_address[1]}/act"
     try:
         started = time.monotonic()
-        result = arena("game", "benchmark", "--agent", url, "--episodes", "1",
-                       "--move-timeout", "0.2", env=embedded_env(tmp_path / "data"))  # fmt: skip
+        result = arena(
+            "game",
+            "benchmark",
+            "--agent",
+            url,
+            "--episodes",
+            "1",
+            "--move-timeout",
+            "0.2",
+            env=embedded_env(tmp_path / "data"),
+        )
         took = time.monotonic() - started
     finally:
         httpd.shutdown()
@@ -446,8 +505,11 @@ def test_an_http_agent_that_never_answers_costs_seconds(tmp_path: Path):
     assert "13 of 13 units failed" in result.stderr and "no answer within 0.2s" in result.stderr
     assert "scored 0/100" in result.stdout
     assert took < 40
-    figure("an HTTP agent that never answers (0.2 s per move)", took,
-           "every match set forfeit, benchmark ends")  # fmt: skip
+    figure(
+        "an HTTP agent that never answers (0.2 s per move)",
+        took,
+        "every match set forfeit, benchmark ends",
+    )
 
 
 PUBLISH_BROKEN_CHUNK = """
@@ -473,8 +535,11 @@ def test_a_chunk_task_that_fails_outright_starts_the_reducer(
     # Sent from a process of its own: configuring this one's Celery app would outlive the test.
     subprocess.run(
         [sys.executable, "-c", PUBLISH_BROKEN_CHUNK, batch_id, json.dumps(spec)],
-        env=cluster_env, cwd=ROOT, check=True, timeout=120,
-    )  # fmt: skip
+        env=cluster_env,
+        cwd=ROOT,
+        check=True,
+        timeout=120,
+    )
     workers.start(cluster_env, concurrency=1)
     log, deadline = tmp_path / "worker.log", time.monotonic() + 60
     while f"batch {batch_id}: chunk task" not in (log.read_text() if log.exists() else ""):

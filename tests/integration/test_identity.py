@@ -105,8 +105,9 @@ def test_the_report_validates_against_the_published_schema_and_carries_provenanc
 ):
     spec = tmp_path / "spec.json"
     chatty = {"name": "chatty", "entry_point": "tests.integration.agents:chatty"}
-    spec.write_text(json.dumps(bandit_spec(agents=["ucb1", chatty],
-                                           protocol={"episodes": 2, "seed": 4})))  # fmt: skip
+    spec.write_text(
+        json.dumps(bandit_spec(agents=["ucb1", chatty], protocol={"episodes": 2, "seed": 4}))
+    )
     env = {**embedded_env(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
     out = tmp_path / "reports"
     ran = arena("run", str(spec), "--output-path", str(out), "--run-id", "nightly-1", env=env)

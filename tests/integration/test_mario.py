@@ -27,9 +27,8 @@ def small_spec(**overrides: object) -> dict:
         "agents": ["right", "jump-right", "random"],
         "items": ["1-1", "full-game"],
         "protocol": {"episodes": 3, "seed": 5},
-        "params": {"frame_skip": 4, "action_set": "right_only", "sticky_p": 0.25,
-                   "max_steps": 300},
-    }  # fmt: skip
+        "params": {"frame_skip": 4, "action_set": "right_only", "sticky_p": 0.25, "max_steps": 300},
+    }
     spec.update(overrides)
     return spec
 
@@ -48,12 +47,25 @@ def test_a_mario_batch_on_the_embedded_cluster(tmp_path: Path):
     batch = validate_batch(spec)
     reduction = get_workload("mario").reduce(batch, execute_batch(batch))
     expected = {f"{e.board}/{e.agent}": e.stats for e in reduction.entries}
-    got = {f"{board}/{agent}": r["stats"] for board, rows in report["results"].items()
-           for agent, r in rows.items()}  # fmt: skip
+    got = {
+        f"{board}/{agent}": r["stats"]
+        for board, rows in report["results"].items()
+        for agent, r in rows.items()
+    }
     assert got == json.loads(json.dumps(expected))
     level = report["results"]["mario-1-1"]["jump-right"]["stats"]
-    for key in ("arena_score", "success_rate", "success_ci95", "mean_score", "std_score",
-                "iqm_score", "iqm_ci95", "avg_steps", "avg_max_x", "protocol"):  # fmt: skip
+    for key in (
+        "arena_score",
+        "success_rate",
+        "success_ci95",
+        "mean_score",
+        "std_score",
+        "iqm_score",
+        "iqm_ci95",
+        "avg_steps",
+        "avg_max_x",
+        "protocol",
+    ):
         assert key in level
     board = arena("leaderboard", "mario-1-1", env=env)
     assert "MARIO ARENA LEADERBOARD" in board.stdout and "IQM [95% CI]" in board.stdout
@@ -61,8 +73,17 @@ def test_a_mario_batch_on_the_embedded_cluster(tmp_path: Path):
     assert {e["agent"] for e in json.loads(full.stdout)["entries"]} == set(spec["agents"])
     # The best episode replays from its action log to the same result, as a GIF.
     gif = tmp_path / "best.gif"
-    replay = arena("mario", "replay", report["batch_id"][:8], "jump-right", "--level", "1-1",
-                   "--out", str(gif), env=env)  # fmt: skip
+    replay = arena(
+        "mario",
+        "replay",
+        report["batch_id"][:8],
+        "jump-right",
+        "--level",
+        "1-1",
+        "--out",
+        str(gif),
+        env=env,
+    )
     assert replay.returncode == 0, replay.stderr
     assert "replay matches the stored result" in replay.stdout and gif.stat().st_size > 10_000
     missing = arena("mario", "replay", report["batch_id"], "luigi", env=env)
@@ -89,14 +110,24 @@ def test_an_sb3_checkpoint_plays_through_the_cluster(tmp_path: Path):
     from tests.mario.sb3_models import build_checkpoint
 
     checkpoint = build_checkpoint(tmp_path / "ppo.zip", resize=84, frame_stack=4)
-    agent = {"name": "ppo", "sb3": str(checkpoint), "device": "cpu",
-             "preprocess": {"grayscale": True, "resize": 84, "frame_stack": 4}}  # fmt: skip
+    agent = {
+        "name": "ppo",
+        "sb3": str(checkpoint),
+        "device": "cpu",
+        "preprocess": {"grayscale": True, "resize": 84, "frame_stack": 4},
+    }
     spec = small_spec(agents=["right", agent], items=["1-1"], protocol={"episodes": 2, "seed": 1})
     path = tmp_path / "mario.json"
     path.write_text(json.dumps(spec))
     written = tmp_path / "report.json"
-    ran = arena("run", str(path), "--json", "--output-path", str(written),
-                env=embedded_env(tmp_path / "data"))  # fmt: skip
+    ran = arena(
+        "run",
+        str(path),
+        "--json",
+        "--output-path",
+        str(written),
+        env=embedded_env(tmp_path / "data"),
+    )
     assert ran.returncode == 0, ran.stderr
     report = json.loads(ran.stdout)
     assert set(report["results"]["mario-1-1"]) == {"right", "ppo"}

@@ -30,11 +30,24 @@ def metrics_worker(
     port = free_port()
     env = {**cluster_env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
     worker = subprocess.Popen(
-        [ARENA, "worker", "--queues", "cpu", "--concurrency", str(concurrency), "--loglevel",
-         "WARNING", "--metrics-port", str(port)],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            ARENA,
+            "worker",
+            "--queues",
+            "cpu",
+            "--concurrency",
+            str(concurrency),
+            "--loglevel",
+            "WARNING",
+            "--metrics-port",
+            str(port),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     return port, worker
 
 
@@ -77,8 +90,13 @@ def test_worker_exports_unit_batch_and_queue_metrics(cluster_env, db, write_spec
 def test_worker_exports_the_emulators_frames(cluster_env, db, write_spec, tmp_path):
     """Mario units count their emulator frames: the dashboard's frames per second."""
     port, worker = metrics_worker(cluster_env, tmp_path, concurrency=1)
-    spec = {"workload": "mario", "agents": ["right"], "items": ["1-1"],
-            "protocol": {"episodes": 2, "seed": 0}, "params": {"max_steps": 60}}  # fmt: skip
+    spec = {
+        "workload": "mario",
+        "agents": ["right"],
+        "items": ["1-1"],
+        "protocol": {"episodes": 2, "seed": 0},
+        "params": {"max_steps": 60},
+    }
     key = ("arena_emulator_frames_total", (("workload", "mario"),))
     try:
         batch_id = arena("submit", str(write_spec(spec)), env=cluster_env).stdout.strip()

@@ -29,8 +29,15 @@ from tests.race.projects import (
 pytestmark = pytest.mark.integration
 
 # Listed fastest first: durations 30, 45, 60, ... s, so speed = 30 / duration * 100.
-PY_ORDER = ["clean", "adds-tests", "breaks-test", "lint-errors", "huge-diff", "broken-build",
-            "hanging-test"]  # fmt: skip
+PY_ORDER = [
+    "clean",
+    "adds-tests",
+    "breaks-test",
+    "lint-errors",
+    "huge-diff",
+    "broken-build",
+    "hanging-test",
+]
 # By hand from tests/race/projects.py's facts (baseline: 6 passed, ruff clean; weights
 # 30/30/15/15/10). diff: churn <= 100 and <= 5 files is 100.
 PY_EXPECTED = {
@@ -42,13 +49,14 @@ PY_EXPECTED = {
     # 3 new ruff findings, counted as errors: 100 - 3*10.
     "lint-errors": dict(build=100, tests=100, lint=70, diff_size=100, speed=40),
     # 700 lines: 60 - (700-500)/1000*40 = 52; 20 files: 70 - (20-15)/20*40 = 60.
-    "huge-diff": dict(build=100, tests=100, lint=100, diff_size=52 * 0.6 + 60 * 0.4,
-                      speed=30 / 90 * 100),
+    "huge-diff": dict(
+        build=100, tests=100, lint=100, diff_size=52 * 0.6 + 60 * 0.4, speed=30 / 90 * 100
+    ),
     # The build fails: tests and lint are 0, not run.
     "broken-build": dict(build=0, tests=0, lint=0, diff_size=100, speed=30 / 105 * 100),
     # pytest is killed at the 10 s check timeout: tests 0.
     "hanging-test": dict(build=100, tests=0, lint=100, diff_size=100, speed=25),
-}  # fmt: skip
+}
 WEIGHTS = dict(build=30, tests=30, lint=15, diff_size=15, speed=10)
 
 
@@ -84,8 +92,12 @@ def python_repo(tmp_path: Path):
 def test_a_python_race_on_the_embedded_cluster(python_repo, tmp_path: Path):
     ghost = {"name": "ghost", "branch": "nope", "duration_s": 10.0}
     agents = [*agent_spec_entries(python_repo, PY_ORDER), ghost]
-    spec = {"workload": "race", "task": "add a feature", "repo": str(python_repo.path),
-            "agents": agents}  # fmt: skip
+    spec = {
+        "workload": "race",
+        "task": "add a feature",
+        "repo": str(python_repo.path),
+        "agents": agents,
+    }
     ran, env = race_run(spec, tmp_path)
     # A branch that does not exist is that agent's error: the batch ends with errors (exit 1),
     # and the race is reduced without it.
@@ -107,7 +119,10 @@ def test_a_python_race_on_the_embedded_cluster(python_repo, tmp_path: Path):
         diff = got[name]["measures"]["diff"]
         f = facts[name]
         assert (diff["lines_added"], diff["lines_removed"], diff["files_changed"]) == (
-            f.lines_added, f.lines_removed, f.files_changed), name  # fmt: skip
+            f.lines_added,
+            f.lines_removed,
+            f.files_changed,
+        ), name
     assert got["breaks-test"]["measures"]["tests"]["counts"]["passed"] == 5
     assert got["hanging-test"]["measures"]["tests"]["timed_out"] is True
     assert got["broken-build"]["measures"]["tests"] is None
@@ -161,7 +176,10 @@ def test_a_tie_at_the_top_is_never_merged_by_name(python_repo, tmp_path: Path):
     result = json.loads(ran.stdout)
     assert [a["composite"] for a in result["agents"]] == [100.0, 100.0]
     assert (result["verdict"], result["winner"], result["tied"]) == (
-        "review", None, ["twin-a", "twin-b"])  # fmt: skip
+        "review",
+        None,
+        ["twin-a", "twin-b"],
+    )
     shown = arena("race", "results", result["batch_id"], env=env)
     assert "Winner: none: twin-a, twin-b tie at 100.0 / 100" in shown.stdout, shown.stdout
     head = git(python_repo.path, "rev-parse", "main")
@@ -181,18 +199,23 @@ CARGO_EXPECTED = {
     # One new clippy warning: 100 - 2.
     "lint-warning": dict(build=100, tests=100, lint=98, diff_size=100, speed=40),
     "broken-build": dict(build=0, tests=0, lint=0, diff_size=100, speed=30 / 90 * 100),
-}  # fmt: skip
+}
 
 
 def test_a_cargo_race_in_process_matches_the_hand_computed_scores(tmp_path: Path):
     require_cargo()
     repo = make_cargo_repo(tmp_path / "repo")
-    spec = {"workload": "race", "task": "crate", "repo": str(repo.path),
-            "agents": agent_spec_entries(repo, CARGO_ORDER)}  # fmt: skip
+    spec = {
+        "workload": "race",
+        "task": "crate",
+        "repo": str(repo.path),
+        "agents": agent_spec_entries(repo, CARGO_ORDER),
+    }
     batch = validate_batch(spec)
     results = execute_batch(batch)
     assert [r.status for r in results] == ["ok"] * (len(CARGO_ORDER) + 1), [
-        r.reason for r in results]  # fmt: skip
+        r.reason for r in results
+    ]
     summary = get_workload("race").reduce(batch, results).summary
     got = {a["name"]: a for a in summary["agents"]}
     for name, expected in CARGO_EXPECTED.items():
@@ -202,15 +225,22 @@ def test_a_cargo_race_in_process_matches_the_hand_computed_scores(tmp_path: Path
 
 
 def race_spec(repo: Path, **scoring: object) -> dict:
-    return {"workload": "race", "task": "t", "repo": str(repo),
-            "agents": [{"name": "a", "branch": "clean"}, {"name": "b", "branch": "adds-tests"}],
-            **({"scoring": scoring} if scoring else {})}  # fmt: skip
+    return {
+        "workload": "race",
+        "task": "t",
+        "repo": str(repo),
+        "agents": [{"name": "a", "branch": "clean"}, {"name": "b", "branch": "adds-tests"}],
+        **({"scoring": scoring} if scoring else {}),
+    }
 
 
 def test_a_command_that_is_not_installed_is_an_error_result(tmp_path: Path):
     repo = make_python_repo(tmp_path / "repo")
-    spec = race_spec(repo.path, build_command="no-such-build-tool --all",
-                     test_command="python -m pytest -q -p no:cacheprovider tests")  # fmt: skip
+    spec = race_spec(
+        repo.path,
+        build_command="no-such-build-tool --all",
+        test_command="python -m pytest -q -p no:cacheprovider tests",
+    )
     batch = validate_batch(spec)
     results = execute_batch(batch)
     assert all(r.status == "error" and "not installed" in (r.reason or "") for r in results)
@@ -261,20 +291,28 @@ def shared_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("change", "field"),
     [
         ({"repo": None}, "repo"),
-        ({"agents": [{"name": "a", "branch": "x", "started_at": "2026-11-26T10:00:00Z"}]},
-         "agents[0]"),
+        (
+            {"agents": [{"name": "a", "branch": "x", "started_at": "2026-11-26T10:00:00Z"}]},
+            "agents[0]",
+        ),
         ({"agents": [{"name": "a", "branch": "-x"}]}, "agents[0].branch"),
         ({"protocol": {"episodes": 2}}, "protocol.episodes"),
         ({"scoring": {"weights": {"build": -1}}}, "scoring.weights.build"),
-        ({"scoring": {"test_command": "x", "timeout_per_check_seconds": 0}},
-         "scoring.timeout_per_check_seconds"),
+        (
+            {"scoring": {"test_command": "x", "timeout_per_check_seconds": 0}},
+            "scoring.timeout_per_check_seconds",
+        ),
         ({"scoring": {"tests_command": "x"}}, "scoring.tests_command"),
         ({"colour": "red"}, "colour"),
     ],
-)  # fmt: skip
+)
 def test_bad_race_specs_name_the_field(shared_repo: Path, change: dict, field: str):
-    spec = {"workload": "race", "task": "t", "repo": str(shared_repo),
-            "agents": [{"name": "a", "branch": "clean"}]}  # fmt: skip
+    spec = {
+        "workload": "race",
+        "task": "t",
+        "repo": str(shared_repo),
+        "agents": [{"name": "a", "branch": "clean"}],
+    }
     spec.update(change)
     spec = {k: v for k, v in spec.items() if v is not None}
     with pytest.raises(InputError, match=f"^{re.escape(field)}"):
@@ -285,9 +323,19 @@ def test_a_race_without_hydra_toml_or_scoring_is_refused(tmp_path: Path):
     repo = make_python_repo(tmp_path / "repo")
     git(repo.path, "rm", "-q", "hydra.toml")
     git(repo.path, "commit", "-q", "-m", "no config")
-    ran = arena("race", "run", "--repo", str(repo.path), "--task", "t", "--agent", "a=clean",
-                env=embedded_env(tmp_path / "data"))  # fmt: skip
+    ran = arena(
+        "race",
+        "run",
+        "--repo",
+        str(repo.path),
+        "--task",
+        "t",
+        "--agent",
+        "a=clean",
+        env=embedded_env(tmp_path / "data"),
+    )
     assert ran.returncode == 2
     assert ran.stderr.startswith("arena: error: scoring: no scoring block") and "hydra.toml" in (
-        ran.stderr)  # fmt: skip
+        ran.stderr
+    )
     assert len(ran.stderr.strip().splitlines()) == 1

@@ -26,10 +26,13 @@ from tests.integration.conftest import ARENA, ROOT, WorkerPools, arena
 pytestmark = pytest.mark.integration
 
 SPEC = {
-    "workload": "bandit", "leaderboard": "nightly-bandit", "agents": ["greedy", "ucb1"],
+    "workload": "bandit",
+    "leaderboard": "nightly-bandit",
+    "agents": ["greedy", "ucb1"],
     "items": [{"name": "easy", "arms": [0.2, 0.8]}],
-    "protocol": {"episodes": 3, "seed": 7}, "params": {"pulls": 200},
-}  # fmt: skip
+    "protocol": {"episodes": 3, "seed": 7},
+    "params": {"pulls": 200},
+}
 
 
 def _wait_done(db: Store, batch_id: str, timeout_s: float = 60.0) -> None:
@@ -59,16 +62,39 @@ def test_two_schedulers_fire_each_due_entry_once(
     cluster_env: dict[str, str], db: Store, workers: WorkerPools, tmp_path: Path
 ):
     (tmp_path / "bandit.yaml").write_text(yaml.safe_dump(SPEC))
-    (tmp_path / "schedule.yaml").write_text(yaml.safe_dump({"entries": [
-        {"name": "every-minute", "cron": "* * * * *", "spec": "bandit.yaml"},
-        {"name": "hourly", "cron": "0 * * * *", "spec": "bandit.yaml"},
-        {"name": "off", "cron": "* * * * *", "spec": "bandit.yaml", "enabled": False},
-    ]}))  # fmt: skip
+    (tmp_path / "schedule.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "entries": [
+                    {"name": "every-minute", "cron": "* * * * *", "spec": "bandit.yaml"},
+                    {"name": "hourly", "cron": "0 * * * *", "spec": "bandit.yaml"},
+                    {"name": "off", "cron": "* * * * *", "spec": "bandit.yaml", "enabled": False},
+                ]
+            }
+        )
+    )
     workers.start(cluster_env, concurrency=2)
-    command = [ARENA, "beat", "--schedule-file", str(tmp_path / "schedule.yaml"),
-               "--tick", "0.2", "--ticks", "15"]  # fmt: skip
-    beats = [subprocess.Popen(command, env=cluster_env, cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]  # fmt: skip
+    command = [
+        ARENA,
+        "beat",
+        "--schedule-file",
+        str(tmp_path / "schedule.yaml"),
+        "--tick",
+        "0.2",
+        "--ticks",
+        "15",
+    ]
+    beats = [
+        subprocess.Popen(
+            command,
+            env=cluster_env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     try:
         logs = [beat.communicate(timeout=120)[0] for beat in beats]
     finally:
@@ -110,13 +136,27 @@ def test_two_schedulers_fire_each_due_entry_once(
 
 def test_schedule_commands(cluster_env: dict[str, str], tmp_path: Path):
     (tmp_path / "bandit.yaml").write_text(yaml.safe_dump(SPEC))
-    added = arena("schedule", "add", "nightly", str(tmp_path / "bandit.yaml"), "--cron",
-                  "0 3 * * *", env=cluster_env)  # fmt: skip
+    added = arena(
+        "schedule",
+        "add",
+        "nightly",
+        str(tmp_path / "bandit.yaml"),
+        "--cron",
+        "0 3 * * *",
+        env=cluster_env,
+    )
     assert added.returncode == 0 and "next at" in added.stdout and "03:00 UTC" in added.stdout
     listed = arena("schedule", "list", env=cluster_env)
     assert "nightly" in listed.stdout and "0 3 * * *" in listed.stdout and "bandit" in listed.stdout
-    bad = arena("schedule", "add", "x", str(tmp_path / "bandit.yaml"), "--cron", "61 * * * *",
-                env=cluster_env)  # fmt: skip
+    bad = arena(
+        "schedule",
+        "add",
+        "x",
+        str(tmp_path / "bandit.yaml"),
+        "--cron",
+        "61 * * * *",
+        env=cluster_env,
+    )
     assert bad.returncode == 2 and "cron" in bad.stderr and "Traceback" not in bad.stderr
     assert arena("schedule", "remove", "nightly", env=cluster_env).returncode == 0
     gone = arena("schedule", "remove", "nightly", env=cluster_env)

@@ -27,8 +27,9 @@ def _free_port() -> int:
 def test_run_serves_the_api_until_interrupted(tmp_path: Path):
     port, env = _free_port(), embedded_env(tmp_path / "data")
     command = [ARENA, "run", "examples/bandit.yaml", "--serve", str(port)]
-    run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)  # fmt: skip
+    run = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     api = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -59,7 +60,8 @@ def test_a_busy_port_is_refused_in_one_line(tmp_path: Path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = arena("run", "examples/bandit.yaml", "--serve", str(port),
-                     env=embedded_env(tmp_path / "data"))  # fmt: skip
+        done = arena(
+            "run", "examples/bandit.yaml", "--serve", str(port), env=embedded_env(tmp_path / "data")
+        )
     assert done.returncode == 2 and "--serve: cannot serve on 127.0.0.1" in done.stderr
     assert "Traceback" not in done.stderr

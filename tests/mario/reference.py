@@ -62,8 +62,11 @@ class Reference:
             }
         levels = [(int(i["world"]), int(i["stage"])) for i in self.infos]
         furthest = max(levels)
-        xs = [i["x_pos"] for i, lv in zip(self.infos, levels, strict=True) if lv == furthest
-              and not i["room"]]  # fmt: skip
+        xs = [
+            i["x_pos"]
+            for i, lv in zip(self.infos, levels, strict=True)
+            if lv == furthest and not i["room"]
+        ]
         return {
             "completed": False,  # no test plays to the end of 8-4
             "world": furthest[0],

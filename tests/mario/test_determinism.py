@@ -49,9 +49,14 @@ def turn_everything_fast() -> None:
 def flags_restored() -> Iterator[None]:
     """The test process's torch as it was before (other tests train on the CPU)."""
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    switches = [(matmul, "allow_tf32"), (cudnn, "allow_tf32"), (cudnn, "benchmark"),
-                (cudnn, "deterministic"), (matmul, "allow_fp16_reduced_precision_reduction"),
-                (matmul, "allow_bf16_reduced_precision_reduction")]  # fmt: skip
+    switches = [
+        (matmul, "allow_tf32"),
+        (cudnn, "allow_tf32"),
+        (cudnn, "benchmark"),
+        (cudnn, "deterministic"),
+        (matmul, "allow_fp16_reduced_precision_reduction"),
+        (matmul, "allow_bf16_reduced_precision_reduction"),
+    ]
     saved = [getattr(owner, name) for owner, name in switches]
     precision = torch.get_float32_matmul_precision()
     deterministic = torch.are_deterministic_algorithms_enabled()

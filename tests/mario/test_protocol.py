@@ -26,9 +26,12 @@ from workers.mario.runner import EpisodeOutcome
 def test_defaults_and_identity() -> None:
     protocol = MarioProtocol()
     assert protocol.model_dump() == {
-        "frame_skip": 4, "action_set": "right_only", "sticky_p": 0.0, "max_steps": 4500,
+        "frame_skip": 4,
+        "action_set": "right_only",
+        "sticky_p": 0.0,
+        "max_steps": 4500,
         "max_x_rule": "course",
-    }  # fmt: skip
+    }
     assert MarioProtocol.model_validate_json('{"sticky_p": 0, "max_steps": 10}').sticky_p == 0.0
     with pytest.raises(pydantic.ValidationError):
         protocol.frame_skip = 2  # type: ignore[misc]  # frozen: part of a leaderboard's identity

@@ -152,9 +152,30 @@ def test_the_full_game_ends_when_8_4_is_cleared() -> None:
 def test_info_read_from_ram_equals_the_envs_own() -> None:
     game = game_for("1-1")
     rng = np.random.default_rng(0)
-    addresses = [0x0E, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1D, 0x6D, 0x86, 0xB5, 0x3B8, 0x756,
-                 0x75A, 0x75C, 0x75F, 0x770, *range(0x7DE, 0x7E4), 0x7ED, 0x7EE, 0x7F8, 0x7F9,
-                 0x7FA]  # fmt: skip
+    addresses = [
+        0x0E,
+        0x16,
+        0x17,
+        0x18,
+        0x19,
+        0x1A,
+        0x1D,
+        0x6D,
+        0x86,
+        0xB5,
+        0x3B8,
+        0x756,
+        0x75A,
+        0x75C,
+        0x75F,
+        0x770,
+        *range(0x7DE, 0x7E4),
+        0x7ED,
+        0x7EE,
+        0x7F8,
+        0x7F9,
+        0x7FA,
+    ]
     try:
         for trial in range(300):
             # Small values too, where the flag, status and digit cases are.

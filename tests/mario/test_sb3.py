@@ -244,7 +244,8 @@ def test_cuda_without_a_gpu_runs_on_the_cpu_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="workers.mario.sb3"):
         agent = load(checkpoint, device="cuda")
     assert agent.model.device.type == "cpu"
-    assert any("no CUDA GPU" in r.getMessage() and r.levelno == logging.WARNING
-               for r in caplog.records)  # fmt: skip
+    assert any(
+        "no CUDA GPU" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records
+    )
     outcome = run_episode("1-1", agent, MarioProtocol(max_steps=5), env_seed=0, agent_seed=0)
     assert outcome.steps == 5

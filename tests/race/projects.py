@@ -124,14 +124,21 @@ def git_env() -> dict[str, str]:
 
 
 GIT_CONFIG = (
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "commit.gpgsign=false",
-    "-c", "tag.gpgsign=false",
-    "-c", "core.autocrlf=false",
-    "-c", "core.fileMode=true",
-    "-c", "init.defaultBranch=main",
-    "-c", "advice.detachedHead=false",
-)  # fmt: skip
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "tag.gpgsign=false",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.fileMode=true",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "advice.detachedHead=false",
+)
 
 
 def git(repo: Path, *args: str, date: str | None = None) -> str:

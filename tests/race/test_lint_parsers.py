@@ -93,8 +93,10 @@ def test_cargo_summaries_are_not_findings():
 
 
 def test_colour_escapes_do_not_hide_findings():
-    for name, parser in [("clippy_deny_color.txt", parse_clippy), ("eslint_dirty_color.txt",
-                                                                   parse_eslint)]:  # fmt: skip
+    for name, parser in [
+        ("clippy_deny_color.txt", parse_clippy),
+        ("eslint_dirty_color.txt", parse_eslint),
+    ]:
         text = (CAPTURED / name).read_text()
         assert "\x1b[" in text
         plain = (CAPTURED / name.replace("_color", "")).read_text()
@@ -108,14 +110,16 @@ def test_ruff_counts_what_remains_after_fix():
 
 
 def test_flake8_grades_w_and_c_as_warnings_everything_else_as_errors():
-    text = "\n".join([
-        "./a.py:1:1: F401 'os' imported but unused",
-        "./a.py:2:80: E501 line too long (88 > 79 characters)",
-        "./a.py:3:1: W391 blank line at end of file",
-        "./a.py:4:1: C901 'f' is too complex (12)",
-        "./a.py:5:1: B006 Do not use mutable data structures for argument defaults",
-        "3",  # what --count adds
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            "./a.py:1:1: F401 'os' imported but unused",
+            "./a.py:2:80: E501 line too long (88 > 79 characters)",
+            "./a.py:3:1: W391 blank line at end of file",
+            "./a.py:4:1: C901 'f' is too complex (12)",
+            "./a.py:5:1: B006 Do not use mutable data structures for argument defaults",
+            "3",  # what --count adds
+        ]
+    )
     assert parse_flake8(text) == LintCounts(errors=3, warnings=2)
 
 
@@ -125,8 +129,9 @@ def test_silent_linters_are_clean_only_when_named_and_exit_0(linter: str):
     assert clean.counts == LintCounts(errors=0, warnings=0)
     assert clean.linter == ("flake8" if linter == "pycodestyle" else linter)
     # Silent but failing (a crash, a bad configuration): only the exit code tells.
-    assert parse_lint_output("", 2, linter) == LintReport(linter="exit-code", exit_code=2,
-                                                          counts=None)  # fmt: skip
+    assert parse_lint_output("", 2, linter) == LintReport(
+        linter="exit-code", exit_code=2, counts=None
+    )
     assert parse_lint_output("", 0).linter == "exit-code"
 
 

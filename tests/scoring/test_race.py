@@ -93,10 +93,12 @@ def test_rubric_example_ranking_and_output():
 
 def test_output_without_branches_or_hint_and_with_an_unmeasured_dimension():
     outcome = score_race_dimensions(
-        {"a": DimensionScores(build=100, lint=100, diff_size=80), "bb": DimensionScores(
-            build=100, lint=40, diff_size=100)},
+        {
+            "a": DimensionScores(build=100, lint=100, diff_size=80),
+            "bb": DimensionScores(build=100, lint=40, diff_size=100),
+        },
         measured=["build", "lint", "diff_size"],
-    )  # fmt: skip
+    )
     lines = format_race_results(outcome.agents).splitlines()
     # a: (3000 + 1500 + 1200) / 60 = 95.0; bb: (3000 + 600 + 1500) / 60 = 85.0
     assert lines[0] == "Race Results"
@@ -263,10 +265,12 @@ def test_composite_is_invariant_to_weight_scale(scores, w, factor):
 
 
 def ranked_with(*composites: float):
-    return rank_agents([
-        AgentScore(name=f"agent{i}", scores=DimensionScores(build=c), composite=c)
-        for i, c in enumerate(composites)
-    ])  # fmt: skip
+    return rank_agents(
+        [
+            AgentScore(name=f"agent{i}", scores=DimensionScores(build=c), composite=c)
+            for i, c in enumerate(composites)
+        ]
+    )
 
 
 @pytest.mark.parametrize(
@@ -289,11 +293,13 @@ def test_verdict_custom_thresholds():
 
 
 def test_ties_share_a_rank_and_list_by_name():
-    ranked = rank_agents([
-        AgentScore(name="b", scores=DimensionScores(build=50), composite=50),
-        AgentScore(name="a", scores=DimensionScores(build=50), composite=50),
-        AgentScore(name="c", scores=DimensionScores(build=10), composite=10),
-    ])  # fmt: skip
+    ranked = rank_agents(
+        [
+            AgentScore(name="b", scores=DimensionScores(build=50), composite=50),
+            AgentScore(name="a", scores=DimensionScores(build=50), composite=50),
+            AgentScore(name="c", scores=DimensionScores(build=10), composite=10),
+        ]
+    )
     assert [(r.rank, r.name) for r in ranked] == [(1, "a"), (1, "b"), (3, "c")]
 
 
@@ -422,12 +428,16 @@ def test_build_is_0_or_100(build: float):
 )
 def test_a_failed_build_never_outranks_a_passed_one_under_the_rubric_weights(failed, passed):
     # Failed: at most (15*100 + 10*100)/100 = 25; passed: at least 30 from the build alone.
-    outcome = score_race_dimensions({
-        "failed": DimensionScores(build=0, tests=100, lint=100, diff_size=failed[0],
-                                  speed=failed[1]),
-        "passed": DimensionScores(build=100, tests=passed[0], lint=passed[1], diff_size=passed[2],
-                                  speed=passed[3]),
-    })  # fmt: skip
+    outcome = score_race_dimensions(
+        {
+            "failed": DimensionScores(
+                build=0, tests=100, lint=100, diff_size=failed[0], speed=failed[1]
+            ),
+            "passed": DimensionScores(
+                build=100, tests=passed[0], lint=passed[1], diff_size=passed[2], speed=passed[3]
+            ),
+        }
+    )
     assert [a.name for a in outcome.agents] == ["passed", "failed"]
 
 
@@ -511,22 +521,29 @@ def measures(**kw) -> RaceMeasures:
         "baseline": BaselineMeasures(tests=ran_tests(40), lint=lint_run(3, 0)),
         "agents": [
             AgentMeasures(
-                name="Claude Code", build=BuildOutcome(exit_code=0), tests=ran_tests(42),
-                lint=lint_run(5, 0), diff=DiffStats(lines_added=150, lines_removed=30,
-                                                    files_changed=4), duration_s=45.0,
+                name="Claude Code",
+                build=BuildOutcome(exit_code=0),
+                tests=ran_tests(42),
+                lint=lint_run(5, 0),
+                diff=DiffStats(lines_added=150, lines_removed=30, files_changed=4),
+                duration_s=45.0,
             ),
             AgentMeasures(
-                name="Codex CLI", build=BuildOutcome(exit_code=0),
-                tests=ran_tests(38, 2, exit_code=1), lint=lint_run(3, 0),
-                diff=DiffStats(lines_added=40, lines_removed=10, files_changed=2), duration_s=36.0,
+                name="Codex CLI",
+                build=BuildOutcome(exit_code=0),
+                tests=ran_tests(38, 2, exit_code=1),
+                lint=lint_run(3, 0),
+                diff=DiffStats(lines_added=40, lines_removed=10, files_changed=2),
+                duration_s=36.0,
             ),
             AgentMeasures(
-                name="Cursor CLI", build=BuildOutcome(exit_code=2),
+                name="Cursor CLI",
+                build=BuildOutcome(exit_code=2),
                 diff=DiffStats(lines_added=300, lines_removed=200, files_changed=12),
                 duration_s=51.0,
             ),
         ],
-    }  # fmt: skip
+    }
     return RaceMeasures(**{**base, **kw})
 
 
@@ -553,16 +570,23 @@ def test_score_race_by_hand():
     assert cursor.composite == pytest.approx((67.6 * 15 + 3600 / 51 * 10) / 100)
     assert cursor.notes == ["build failed: tests and lint not run"]
     assert [(a.rank, a.name) for a in outcome.agents] == [
-        (1, "Codex CLI"), (2, "Claude Code"), (3, "Cursor CLI")
-    ]  # fmt: skip
+        (1, "Codex CLI"),
+        (2, "Claude Code"),
+        (3, "Cursor CLI"),
+    ]
     assert (outcome.winner, outcome.verdict, outcome.measured) == (
-        "Codex CLI", Verdict.AUTO_MERGE, ALL
-    )  # fmt: skip
+        "Codex CLI",
+        Verdict.AUTO_MERGE,
+        ALL,
+    )
 
 
 def test_score_race_with_an_unparsed_baseline_says_so():
-    outcome = score_race(measures(baseline=BaselineMeasures(
-        tests=TestOutcome(exit_code=1), lint=LintOutcome(exit_code=1))))  # fmt: skip
+    outcome = score_race(
+        measures(
+            baseline=BaselineMeasures(tests=TestOutcome(exit_code=1), lint=LintOutcome(exit_code=1))
+        )
+    )
     claude = next(a for a in outcome.agents if a.name == "Claude Code")
     codex = next(a for a in outcome.agents if a.name == "Codex CLI")
     # No bonus, no penalty: Claude 42/42 = 100, Codex 38/40 = 95 (not 92.5).
@@ -575,11 +599,13 @@ def test_score_race_with_an_unparsed_baseline_says_so():
 
 def test_an_unconfigured_command_leaves_the_composite_for_every_agent():
     race = measures()
-    no_tests = race.model_copy(update={
-        "configured": CommandsConfigured(tests=False),
-        "baseline": BaselineMeasures(lint=lint_run(3, 0)),
-        "agents": [a.model_copy(update={"tests": None}) for a in race.agents],
-    })  # fmt: skip
+    no_tests = race.model_copy(
+        update={
+            "configured": CommandsConfigured(tests=False),
+            "baseline": BaselineMeasures(lint=lint_run(3, 0)),
+            "agents": [a.model_copy(update={"tests": None}) for a in race.agents],
+        }
+    )
     outcome = score_race(no_tests)
     assert outcome.measured == ["build", "lint", "diff_size", "speed"]
     codex = next(a for a in outcome.agents if a.name == "Codex CLI")
@@ -598,9 +624,15 @@ def test_speed_is_measured_only_when_every_agent_has_a_duration():
     assert outcome.measured == ["build", "tests", "lint", "diff_size"]
     codex = next(a for a in outcome.agents if a.name == "Codex CLI")
     assert codex.composite == pytest.approx((3000 + 2775 + 1500 + 1500) / 90)
-    partly = race.model_copy(update={"agents": [
-        race.agents[0], race.agents[1].model_copy(update={"duration_s": None}), race.agents[2]
-    ]})  # fmt: skip
+    partly = race.model_copy(
+        update={
+            "agents": [
+                race.agents[0],
+                race.agents[1].model_copy(update={"duration_s": None}),
+                race.agents[2],
+            ]
+        }
+    )
     with pytest.raises(ValueError, match=r"^agents\[1\]\.duration_s: missing; speed is measured"):
         score_race(partly)
 
@@ -624,8 +656,12 @@ def test_a_configured_command_missing_for_an_agent_is_refused(change, message):
 
 def test_measures_of_an_unconfigured_command_are_refused():
     with pytest.raises(ValueError, match=r"^agents\[0\]\.lint: given, but the race runs no lint"):
-        score_race(measures(configured=CommandsConfigured(lint=False),
-                            baseline=BaselineMeasures(tests=ran_tests(40))))  # fmt: skip
+        score_race(
+            measures(
+                configured=CommandsConfigured(lint=False),
+                baseline=BaselineMeasures(tests=ran_tests(40)),
+            )
+        )
     with pytest.raises(ValueError, match=r"^baseline\.lint: given, but the race runs no lint"):
         score_race(measures(configured=CommandsConfigured(lint=False)))
 
@@ -656,8 +692,11 @@ def test_race_measures_are_strict():
     with pytest.raises(ValueError, match="duplicate agent names"):
         measures(agents=[measures().agents[0], measures().agents[0]])
     with pytest.raises(ValueError, match="duration_s"):
-        AgentMeasures(name="a", diff=DiffStats(lines_added=0, lines_removed=0, files_changed=0),
-                      duration_s=float("nan"))  # fmt: skip
+        AgentMeasures(
+            name="a",
+            diff=DiffStats(lines_added=0, lines_removed=0, files_changed=0),
+            duration_s=float("nan"),
+        )
     with pytest.raises(ValueError, match="exit_code"):
         BuildOutcome(exit_code=10**30)
     with pytest.raises(ValueError, match="lines_added"):
@@ -666,14 +705,20 @@ def test_race_measures_are_strict():
 
 
 outcomes = st.one_of(
-    st.builds(TestOutcome, exit_code=st.integers(0, 2), timed_out=st.booleans(),
-              counts=st.none() | st.builds(TestCounts, passed=st.integers(0, 50),
-                                           failed=st.integers(0, 50))),
-)  # fmt: skip
+    st.builds(
+        TestOutcome,
+        exit_code=st.integers(0, 2),
+        timed_out=st.booleans(),
+        counts=st.none()
+        | st.builds(TestCounts, passed=st.integers(0, 50), failed=st.integers(0, 50)),
+    ),
+)
 lint_outcomes = st.builds(
-    LintOutcome, exit_code=st.integers(0, 2), timed_out=st.booleans(),
+    LintOutcome,
+    exit_code=st.integers(0, 2),
+    timed_out=st.booleans(),
     counts=st.none() | st.builds(LintCounts, warnings=st.integers(0, 30), errors=st.integers(0, 9)),
-)  # fmt: skip
+)
 
 
 @st.composite

@@ -31,11 +31,28 @@ def password_redis(folder: Path, password: str) -> Iterator[RedisServer]:
         port = probe.getsockname()[1]
     sock = folder / "redis.sock"
     server = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
-         "--requirepass", password, "--unixsocket", str(sock), "--unixsocketperm", "777",
-         "--save", "", "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            redis_server_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--requirepass",
+            password,
+            "--unixsocket",
+            str(sock),
+            "--unixsocketperm",
+            "777",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = redis.Redis(host="127.0.0.1", port=port, password=password, decode_responses=True)
     try:
         deadline = time.monotonic() + 10

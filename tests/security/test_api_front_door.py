@@ -73,8 +73,13 @@ def api_process(cluster_env: dict[str, str]) -> Iterator[tuple[int, int]]:  # no
     """`arena api` in its own process (pid, port), as an operator starts it."""
     port = free_port()
     env = {**cluster_env, "ARENA_API_TOKENS": TOKEN, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([ARENA, "api", "--port", str(port)], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    server = subprocess.Popen(
+        [ARENA, "api", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -106,10 +111,15 @@ def stream_post(pid: int, port: int, length: int, headers: dict[str, str]) -> St
     after every MiB; the answer read meanwhile."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.settimeout(5)
-    head = "".join(f"{k}: {v}\r\n" for k, v in {
-        "Host": "127.0.0.1", "Content-Type": "application/json",
-        "Content-Length": str(length), **headers,
-    }.items())  # fmt: skip
+    head = "".join(
+        f"{k}: {v}\r\n"
+        for k, v in {
+            "Host": "127.0.0.1",
+            "Content-Type": "application/json",
+            "Content-Length": str(length),
+            **headers,
+        }.items()
+    )
     started, answer, first = time.monotonic(), bytearray(), [None]
     done = threading.Event()
 
@@ -152,15 +162,20 @@ def test_a_huge_body_is_refused_unread(api_process: tuple[int, int], db: Store) 
     for _ in range(3):  # warm: every code path of a refusal has run once
         httpx.post(f"http://127.0.0.1:{port}/batches", json={}, timeout=10)
     baseline = resident_bytes(pid)
-    for headers, status in (({}, b"401"), ({"Authorization": "Bearer wrong"}, b"401"),
-                            (AUTH, b"413")):  # fmt: skip
+    for headers, status in (
+        ({}, b"401"),
+        ({"Authorization": "Bearer wrong"}, b"401"),
+        (AUTH, b"413"),
+    ):
         streamed = stream_post(pid, port, HUGE, headers)
         assert streamed.answer.startswith(b"HTTP/1.1 " + status), streamed.answer[:200]
         assert streamed.answered_s is not None and streamed.answered_s < 5, streamed
         grew = streamed.peak_rss - baseline
-        print(f"{headers or 'no token'}: {status.decode()} after {streamed.answered_s:.2f}s, "
-              f"{streamed.sent / MIB:.0f} MiB taken, resident {baseline / MIB:.0f} -> "
-              f"{streamed.peak_rss / MIB:.0f} MiB")  # fmt: skip
+        print(
+            f"{headers or 'no token'}: {status.decode()} after {streamed.answered_s:.2f}s, "
+            f"{streamed.sent / MIB:.0f} MiB taken, resident {baseline / MIB:.0f} -> "
+            f"{streamed.peak_rss / MIB:.0f} MiB"
+        )
         assert grew < 32 * MIB, f"the API grew by {grew / MIB:.0f} MiB"
         assert streamed.sent < HUGE  # it stopped taking the body
     assert db.batch_ids() == []
@@ -240,8 +255,10 @@ def test_a_big_batch_holds_up_no_other(served: tuple[str, FastAPI], db: Store) -
     assert answers["big"].json()["total"] == 100_000 and answers["small"].json()["total"] == 30
     assert finished["small"] < finished["big"], "the small batch waited for the big one"
 
-    twins = [threading.Thread(target=submit, args=(f"twin{i}", small_spec(leaderboard="tw")))
-             for i in range(2)]  # fmt: skip
+    twins = [
+        threading.Thread(target=submit, args=(f"twin{i}", small_spec(leaderboard="tw")))
+        for i in range(2)
+    ]
     for twin in twins:
         twin.start()
     for twin in twins:
@@ -355,12 +372,20 @@ def http_agent_spec() -> dict[str, Any]:
     """An Alympics batch whose HTTP agent's URL carries credentials (as a repository URL can:
     the issue's `https://deploy:ghp_...@host/org/repo.git`)."""
     return {
-        "workload": "alympics", "leaderboard": "secret-test",
+        "workload": "alympics",
+        "leaderboard": "secret-test",
         "items": ["prisoners_dilemma", "public_goods", "auction", "colonel_blotto", "congestion"],
-        "agents": ["builtin", {"name": "remote", "version": "1",
-                               "url": f"https://deploy:{SECRET}@agents.example/act"}],
-        "protocol": {"seed": 0, "unit_time_limit_s": 60}, "params": {"suite": "alympics_lite"},
-    }  # fmt: skip
+        "agents": [
+            "builtin",
+            {
+                "name": "remote",
+                "version": "1",
+                "url": f"https://deploy:{SECRET}@agents.example/act",
+            },
+        ],
+        "protocol": {"seed": 0, "unit_time_limit_s": 60},
+        "params": {"suite": "alympics_lite"},
+    }
 
 
 def test_no_read_shows_a_secret(
@@ -389,9 +414,14 @@ def test_no_read_shows_a_secret(
     assert detail["report"]["config"]["agents"][1]["url"] == "https://***@agents.example/act"
     assert "https://***@agents.example/act" in reads["GET /batches"] + reads["unit log"]
     report_file = tmp_path / "report.json"
-    for args in (("batches",), ("batches", "--json"), ("status", batch_id),
-                 ("status", batch_id, "--json"), ("report", batch_id),
-                 ("report", batch_id, "--output-path", str(report_file))):  # fmt: skip
+    for args in (
+        ("batches",),
+        ("batches", "--json"),
+        ("status", batch_id),
+        ("status", batch_id, "--json"),
+        ("report", batch_id),
+        ("report", batch_id, "--output-path", str(report_file)),
+    ):
         done = arena(*args, env=cluster_env)
         reads[f"arena {' '.join(args)}"] = done.stdout + done.stderr
     reads["report file"] = report_file.read_text()
@@ -435,8 +465,9 @@ def test_the_log_and_metrics_reads_are_bounded(client: TestClient, db: Store) ->
 
 # -- replays ----------------------------------------------------------------------------------
 def replay_count(client: TestClient, outcome: str) -> float:  # noqa: F811
-    match = re.search(rf'arena_api_replays_total{{outcome="{outcome}"}} (\S+)',
-                      client.get("/metrics").text)  # fmt: skip
+    match = re.search(
+        rf'arena_api_replays_total{{outcome="{outcome}"}} (\S+)', client.get("/metrics").text
+    )
     return float(match[1]) if match else 0.0
 
 
@@ -450,9 +481,14 @@ def test_a_replay_is_played_once_and_few_play_at_once(
     episode is now played once (the emulator runs once for two requests), and a request beyond
     the replays allowed at once is 503 with Retry-After."""
     workers.start(cluster_env)
-    spec = {"workload": "mario", "leaderboard": "replays", "agents": ["right"], "items": ["1-1"],
-            "protocol": {"episodes": 1, "seed": 5},
-            "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 100}}  # fmt: skip
+    spec = {
+        "workload": "mario",
+        "leaderboard": "replays",
+        "agents": ["right"],
+        "items": ["1-1"],
+        "protocol": {"episodes": 1, "seed": 5},
+        "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 100},
+    }
     batch_id = client.post("/batches", json=spec, headers=AUTH).json()["batch_id"]
     finished = wait_finished(db, batch_id, timeout=120)
     assert finished == "done", [u.reason for u in db.unit_results(batch_id).values()]

@@ -133,10 +133,13 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         config = _write_package(agents / "hostile_agents", tmp_path, port, sock, listener)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
         env |= {
-            "ARENA_REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:{port}/0", "ARENA_API_TOKENS": TOKEN,
-            "HOME": str(home), "PYTHONPATH": f"{agents}{os.pathsep}{ROOT}",
-            "ARENA_AGENT_MEMORY_MB": str(MEMORY_MB), "ARENA_DATA_DIR": str(tmp_path / "data"),
-        }  # fmt: skip
+            "ARENA_REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:{port}/0",
+            "ARENA_API_TOKENS": TOKEN,
+            "HOME": str(home),
+            "PYTHONPATH": f"{agents}{os.pathsep}{ROOT}",
+            "ARENA_AGENT_MEMORY_MB": str(MEMORY_MB),
+            "ARENA_DATA_DIR": str(tmp_path / "data"),
+        }
         pools = WorkerPools(tmp_path)
         try:
             pool = pools.start(env, concurrency=2)
@@ -155,16 +158,24 @@ def _write_package(
     (package / "__init__.py").write_text(AGENTS)
     embedded = ROOT / ".arena-data" / "redis.sock"  # `arena run`'s, where one is running
     config = {
-        "password": PASSWORD, "token": TOKEN, "ssh": SSH_KEY, "redis_port": port,
+        "password": PASSWORD,
+        "token": TOKEN,
+        "ssh": SSH_KEY,
+        "redis_port": port,
         "redis_sockets": [str(sock), str(embedded), str(tmp_path / "data" / "redis.sock")],
         "listener_port": listener.getsockname()[1],
         "ssh_path": str(tmp_path / "home" / ".ssh" / "id_ed25519"),
-        "board_keys": ["arena:lb:ref", "arena:lb:ref-1-1", "arena:lb:stolen"], "name": "",
-        "write_paths": [str(package / "owned"), str(ROOT / "owned-by-an-agent"),
-                        str(tmp_path / "home" / "owned"), "/owned-by-an-agent",
-                        str(tmp_path / "owned")],
+        "board_keys": ["arena:lb:ref", "arena:lb:ref-1-1", "arena:lb:stolen"],
+        "name": "",
+        "write_paths": [
+            str(package / "owned"),
+            str(ROOT / "owned-by-an-agent"),
+            str(tmp_path / "home" / "owned"),
+            "/owned-by-an-agent",
+            str(tmp_path / "owned"),
+        ],
         "fill_folders": [str(package), str(tmp_path)],
-    }  # fmt: skip
+    }
     (package / "config.json").write_text(json.dumps(config))
     return config
 
@@ -217,8 +228,10 @@ def check_attacks(cluster: Cluster, batch_id: str, names: set[str]) -> None:
         assert secret not in stored and not any(secret in log for log in logs.values())
     reports = [
         json.loads(line.removeprefix("HOSTILE "))
-        for log in logs.values() for line in log.splitlines() if line.startswith("HOSTILE ")
-    ]  # fmt: skip
+        for log in logs.values()
+        for line in log.splitlines()
+        if line.startswith("HOSTILE ")
+    ]
     assert {r["name"] for r in reports} == names, logs
     for report in reports:
         assert report["env_leaks"] == [] and report["proc_leaks"] == [], report
@@ -267,19 +280,27 @@ def test_hostile_mario_agents_and_checkpoints_cannot_touch_the_board(cluster: Cl
         name: poisoned_checkpoint(tmp / f"{name}.zip", code, config) for name, code in then.items()
     }
     hostile = [{"name": "hostile-probe", "entry_point": "hostile_agents:mario_probe"}]
-    hostile += [{"name": f"hostile-{n}", "entry_point": f"hostile_agents:{n}"}
-                for n in ("hog", "quitter", "killer")]  # fmt: skip
+    hostile += [
+        {"name": f"hostile-{n}", "entry_point": f"hostile_agents:{n}"}
+        for n in ("hog", "quitter", "killer")
+    ]
     hostile += [{"name": name, "sb3": str(path)} for name, path in sb3.items()]
     spec: dict[str, Any] = {
-        "workload": "mario", "leaderboard": "ref", "agents": ["right", "jump-right"],
-        "items": ["1-1"], "protocol": {"episodes": 2, "seed": 7, "unit_time_limit_s": 300},
+        "workload": "mario",
+        "leaderboard": "ref",
+        "agents": ["right", "jump-right"],
+        "items": ["1-1"],
+        "protocol": {"episodes": 2, "seed": 7, "unit_time_limit_s": 300},
         "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 120},
-    }  # fmt: skip
+    }
     run_batch(cluster, spec, "reference")
     reference = board(cluster.db, "ref-1-1")
     children = cluster.pools.children(cluster.pool)
-    batch_id = run_batch(cluster, {**spec, "leaderboard": "hostile",
-                                   "agents": [*spec["agents"], *hostile]}, "hostile")  # fmt: skip
+    batch_id = run_batch(
+        cluster,
+        {**spec, "leaderboard": "hostile", "agents": [*spec["agents"], *hostile]},
+        "hostile",
+    )
     assert board(cluster.db, "ref-1-1") == reference  # another batch's board: untouched
     after = board(cluster.db, "hostile-1-1")
     same_rows(reference, after, ["right", "jump-right"])
@@ -288,29 +309,39 @@ def test_hostile_mario_agents_and_checkpoints_cannot_touch_the_board(cluster: Cl
     memory = f"AgentOutOfMemory: memory limit {MEMORY_MB} MB exceeded (MemoryError)"
     died = "AgentProcessDied: the agent's process "
     assert outcomes(cluster.db, batch_id) == {
-        "right": {("ok", None, "")}, "jump-right": {("ok", None, "")},
-        "hostile-probe": {("ok", None, "")}, "sb3-probe": {("ok", None, "")},
-        "hostile-hog": {("error", "agent", memory)}, "sb3-hog": {("error", "agent", memory)},
+        "right": {("ok", None, "")},
+        "jump-right": {("ok", None, "")},
+        "hostile-probe": {("ok", None, "")},
+        "sb3-probe": {("ok", None, "")},
+        "hostile-hog": {("error", "agent", memory)},
+        "sb3-hog": {("error", "agent", memory)},
         "hostile-quitter": {("error", "agent", died + "exited with code 3")},
         "sb3-quitter": {("error", "agent", died + "exited with code 3")},
         "hostile-killer": {("error", "agent", died + "was killed by signal 9 (SIGKILL)")},
-    }  # fmt: skip
+    }
     assert cluster.pool.poll() is None and cluster.pools.children(cluster.pool) == children
 
 
 def test_a_hostile_alympics_agent_cannot_touch_the_board(cluster: Cluster):
     hostile = [{"name": "hostile-probe", "entry_point": "hostile_agents:alympics_probe"}]
-    hostile += [{"name": f"hostile-{n}", "entry_point": f"hostile_agents:{n}"}
-                for n in ("hog", "quitter", "killer")]  # fmt: skip
+    hostile += [
+        {"name": f"hostile-{n}", "entry_point": f"hostile_agents:{n}"}
+        for n in ("hog", "quitter", "killer")
+    ]
     spec: dict[str, Any] = {
-        "workload": "alympics", "leaderboard": "ref", "agents": ["builtin"], "items": list(GAMES),
-        "protocol": {"seed": 7}, "params": {"episodes": 2},
-    }  # fmt: skip
+        "workload": "alympics",
+        "leaderboard": "ref",
+        "agents": ["builtin"],
+        "items": list(GAMES),
+        "protocol": {"seed": 7},
+        "params": {"episodes": 2},
+    }
     run_batch(cluster, spec, "reference")
     reference = board(cluster.db, "ref")
     children = cluster.pools.children(cluster.pool)
-    batch_id = run_batch(cluster, {**spec, "leaderboard": "hostile",
-                                   "agents": ["builtin", *hostile]}, "hostile")  # fmt: skip
+    batch_id = run_batch(
+        cluster, {**spec, "leaderboard": "hostile", "agents": ["builtin", *hostile]}, "hostile"
+    )
     assert board(cluster.db, "ref") == reference
     after = board(cluster.db, "hostile")
     same_rows(reference, after, ["builtin"])

@@ -169,9 +169,12 @@ def run_worker(repo: Path, build: str, env: dict[str, str], **limits: object) ->
     """A worker process runs the check; its JSON answer."""
     args = json.dumps({"repo": str(repo), "build": build, "limits": limits})
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(WORKER), args], env=env, capture_output=True,
-        text=True, timeout=180,
-    )  # fmt: skip
+        [sys.executable, "-c", textwrap.dedent(WORKER), args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     answer: dict = json.loads(done.stdout.strip().splitlines()[-1])
     return answer
@@ -185,9 +188,14 @@ def worker_env(tmp_path: Path, redis_server: RedisServer) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
     url = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{redis_server.port}/0"
     return {
-        **env, "ARENA_REDIS_URL": url, "ARENA_API_TOKENS": API_TOKEN, "HOME": str(home),
-        "REDISCLI_AUTH": REDIS_PASSWORD, "DATABASE_URL": url, "PYTHONPATH": str(ROOT),
-    }  # fmt: skip
+        **env,
+        "ARENA_REDIS_URL": url,
+        "ARENA_API_TOKENS": API_TOKEN,
+        "HOME": str(home),
+        "REDISCLI_AUTH": REDIS_PASSWORD,
+        "DATABASE_URL": url,
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def test_a_hostile_build_reaches_nothing_of_the_worker(tmp_path: Path, redis_server):
@@ -198,11 +206,16 @@ def test_a_hostile_build_reaches_nothing_of_the_worker(tmp_path: Path, redis_ser
     outside = tmp_path / "outside.txt"
     env = worker_env(tmp_path, redis_server)
     config = {
-        "password": REDIS_PASSWORD, "token": API_TOKEN, "redis_port": redis_server.port,
-        "redis_socket": str(redis_server.socket), "listener_port": listener.getsockname()[1],
-        "ssh_key": env["HOME"] + "/.ssh/id_ed25519", "outside": str(outside),
-        "source": str(tmp_path / "repos" / "source"), "host_tmp": str(host_tmp),
-    }  # fmt: skip
+        "password": REDIS_PASSWORD,
+        "token": API_TOKEN,
+        "redis_port": redis_server.port,
+        "redis_socket": str(redis_server.socket),
+        "listener_port": listener.getsockname()[1],
+        "ssh_key": env["HOME"] + "/.ssh/id_ed25519",
+        "outside": str(outside),
+        "source": str(tmp_path / "repos" / "source"),
+        "host_tmp": str(host_tmp),
+    }
     repo = hostile_repo(
         tmp_path / "repos", {"attack.py": ATTACK, "attack.json": json.dumps(config)}
     )
@@ -245,8 +258,15 @@ def test_a_fork_bomb_ends_as_the_agents_error(tmp_path: Path):
     commands = CheckCommands(build=f"sh bomb.sh {mark}", timeout_s=60)  # the mark: in every fork
     started = time.monotonic()
     with pytest.raises(CheckError, match="build command failed: killed: process limit 128"):
-        run_check(str(repo), "hostile", "main", commands, local_sandbox(),
-                  limits=SandboxLimits(processes=128), echo=lambda _: None)  # fmt: skip
+        run_check(
+            str(repo),
+            "hostile",
+            "main",
+            commands,
+            local_sandbox(),
+            limits=SandboxLimits(processes=128),
+            echo=lambda _: None,
+        )
     assert time.monotonic() - started < 20
     assert not [p for p in _cmdlines() if mark.encode() in p]  # nothing of it left running
 

@@ -30,13 +30,8 @@ from tasks.schedules import parse_entry
 from tasks.store import Store
 from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch
-from tests.api.conftest import (  # noqa: F401 (fixtures)
-    AUTH,
-    api_settings,
-    client,
-)
+from tests.api.conftest import AUTH
 from tests.cli.test_malformed_input import arena
-from tests.integration.conftest import db, redis_url  # noqa: F401 (fixtures)
 from tests.race.projects import git
 from workers.race import git as race_git
 
@@ -88,12 +83,23 @@ class World:
 
 
 ATTACKS = [
-    "upload-pack option", "ext helper", "fd helper", "file URL of /etc",
-    "file URL outside the roots", "ssh URL", "ssh URL with an option host",
-    "scp-style user@host:path", "https when no remote is allowed", "/etc", "a missing path",
-    "a repository outside the roots", "a link out of the roots",
-    "a folder that is not a repository", "a path climbing out", "a relative path",
-]  # fmt: skip
+    "upload-pack option",
+    "ext helper",
+    "fd helper",
+    "file URL of /etc",
+    "file URL outside the roots",
+    "ssh URL",
+    "ssh URL with an option host",
+    "scp-style user@host:path",
+    "https when no remote is allowed",
+    "/etc",
+    "a missing path",
+    "a repository outside the roots",
+    "a link out of the roots",
+    "a folder that is not a repository",
+    "a path climbing out",
+    "a relative path",
+]
 
 
 def make_repo(path: Path) -> Path:
@@ -124,19 +130,24 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 
 def race(repo: str, *, scoring: bool = True, **extra: Any) -> dict[str, Any]:
     """A race spec; with a scoring block, nothing stops validation before git reads `repo`."""
-    spec: dict[str, Any] = {"workload": "race", "task": "t", "repo": repo,
-                            "agents": [{"name": "a", "branch": "feat"}], **extra}  # fmt: skip
+    spec: dict[str, Any] = {
+        "workload": "race",
+        "task": "t",
+        "repo": repo,
+        "agents": [{"name": "a", "branch": "feat"}],
+        **extra,
+    }
     if scoring:
         spec["scoring"] = {"test_command": "true"}
     return spec
 
 
-def snapshot(db: Store) -> dict[str, Any]:  # noqa: F811 (the fixture's name)
+def snapshot(db: Store) -> dict[str, Any]:
     """Every key in Redis with its type and contents: what a refusal must leave alone."""
     return {k: (db.r.type(k), db.r.dump(k)) for k in sorted(db.r.keys("*"))}
 
 
-def refused_over_http(client: TestClient, db: Store, spec: Any) -> str:  # noqa: F811
+def refused_over_http(client: TestClient, db: Store, spec: Any) -> str:
     before = snapshot(db)
     response = client.post("/batches", json=spec, headers=AUTH)
     assert 400 <= response.status_code < 500, (response.status_code, response.text)
@@ -177,8 +188,11 @@ def spec_file(folder: Path, spec: dict[str, Any], name: str = "spec.yaml") -> st
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_the_api_refuses_a_repository_the_operator_did_not_allow(
-    world: World, client: TestClient, db: Store, attack: str,  # noqa: F811
-) -> None:  # fmt: skip
+    world: World,
+    client: TestClient,
+    db: Store,
+    attack: str,
+) -> None:
     assert set(world.payloads()) == set(ATTACKS)
     repo = world.payloads()[attack]
     detail = refused_over_http(client, db, race(repo))
@@ -186,8 +200,11 @@ def test_the_api_refuses_a_repository_the_operator_did_not_allow(
 
 
 def test_the_api_takes_a_repository_under_the_roots(
-    world: World, client: TestClient, db: Store, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
-) -> None:  # fmt: skip
+    world: World,
+    client: TestClient,
+    db: Store,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The control: what the operator allows is accepted, as an absolute path, from hydra.toml
     too (no scoring block); with ARENA_REPO_ROOTS empty the same repository is refused."""
     response = client.post("/batches", json=race(str(world.repo), scoring=False), headers=AUTH)
@@ -199,12 +216,16 @@ def test_the_api_takes_a_repository_under_the_roots(
     assert "ARENA_REPO_ROOTS is empty" in detail
 
 
-def test_the_generic_shape_is_checked_too(world: World, client: TestClient, db: Store) -> None:  # noqa: F811
+def test_the_generic_shape_is_checked_too(world: World, client: TestClient, db: Store) -> None:
     """A stored spec's shape (items, params) skips the race shorthand: its repository is still
     admitted before git reads it."""
     item = {"name": "race", "task": "t", "repo": world.payloads()["upload-pack option"]}
-    spec = {"workload": "race", "agents": [{"name": "a", "branch": "feat"}], "items": [item],
-            "params": {"test_command": "true"}}  # fmt: skip
+    spec = {
+        "workload": "race",
+        "agents": [{"name": "a", "branch": "feat"}],
+        "items": [item],
+        "params": {"test_command": "true"},
+    }
     assert refused_over_http(client, db, spec).startswith("repo: ")
     spec["items"][0]["repo"] = str(world.outside)
     assert refused_over_http(client, db, spec).startswith("repo: ")
@@ -217,22 +238,33 @@ def without(message: str, value: str) -> str:
 @pytest.mark.parametrize("roots", ["set", "empty"])
 @pytest.mark.parametrize("scoring", [True, False], ids=["scoring block", "hydra.toml"])
 def test_paths_are_not_told_apart(
-    world: World, client: TestClient, db: Store, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
-    roots: str, scoring: bool,
-) -> None:  # fmt: skip
+    world: World,
+    client: TestClient,
+    db: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    roots: str,
+    scoring: bool,
+) -> None:
     """/etc, a missing path, a folder that is no repository, a repository outside the roots
     and a file all get one message: the API host's files are no oracle."""
     if roots == "empty":
         monkeypatch.setenv("ARENA_REPO_ROOTS", "")
-    paths = ["/etc", "/etc/hostname", "/no/such/path", str(world.roots / "missing"),
-             str(world.plain), str(world.outside), f"file://{world.outside}"]  # fmt: skip
+    paths = [
+        "/etc",
+        "/etc/hostname",
+        "/no/such/path",
+        str(world.roots / "missing"),
+        str(world.plain),
+        str(world.outside),
+        f"file://{world.outside}",
+    ]
     messages = {p: refused_over_http(client, db, race(p, scoring=scoring)) for p in paths}
     shapes = {without(m, p) for p, m in messages.items()}
     assert len(shapes) == 1, messages
     assert "ARENA_REPO_ROOTS" in shapes.pop()
 
 
-def test_a_hostile_ref_is_refused(world: World, client: TestClient, db: Store) -> None:  # noqa: F811
+def test_a_hostile_ref_is_refused(world: World, client: TestClient, db: Store) -> None:
     marker = world.marker
     for agents, base, field in (
         ([{"name": "a", "branch": f"--output={marker}"}], "main", "agents[0].branch"),
@@ -251,19 +283,27 @@ def test_a_hostile_ref_is_refused(world: World, client: TestClient, db: Store) -
 
 @pytest.mark.parametrize("command", [["run"], ["submit"], ["race", "run"]])
 def test_the_cli_refuses_a_hostile_repository(world: World, cli: Path, command: list[str]) -> None:
-    for attack in ("upload-pack option", "ext helper", "file URL of /etc", "ssh URL",
-                   "scp-style user@host:path", "a repository outside the roots"):  # fmt: skip
+    for attack in (
+        "upload-pack option",
+        "ext helper",
+        "file URL of /etc",
+        "ssh URL",
+        "scp-style user@host:path",
+        "a repository outside the roots",
+    ):
         path = spec_file(cli, race(world.payloads()[attack]))
         assert refused_by_cli(*command, path).startswith("repo: "), attack
 
 
 def test_the_cli_refuses_options_given_as_a_repository_or_a_branch(world: World, cli: Path) -> None:
     marker = world.marker
-    line = refused_by_cli("race", "run", f"--repo=--upload-pack=:;(id)>{marker};:",
-                          "--task", "t", "--agent", "a=feat")  # fmt: skip
+    line = refused_by_cli(
+        "race", "run", f"--repo=--upload-pack=:;(id)>{marker};:", "--task", "t", "--agent", "a=feat"
+    )
     assert line.startswith("repo: ") and "begins with '-'" in line
-    line = refused_by_cli("race", "run", "--repo", str(world.repo), "--task", "t",
-                          "--agent", f"a=--output={marker}")  # fmt: skip
+    line = refused_by_cli(
+        "race", "run", "--repo", str(world.repo), "--task", "t", "--agent", f"a=--output={marker}"
+    )
     assert line.startswith("agents[0].branch")
 
 
@@ -286,8 +326,9 @@ def test_the_operators_cli_names_any_local_repository_while_no_roots_are_set(
     assert len({without(line, p) for p, line in lines.items()}) == 1, lines
     # Roots set bind the operator too; a relative path is still theirs to give.
     monkeypatch.setenv("ARENA_REPO_ROOTS", str(world.roots))
-    assert refused_by_cli("race", "run", "--repo", ".", "--task", "t", "--agent", "a=feat"
-                          ).startswith("repo: ")  # fmt: skip
+    assert refused_by_cli(
+        "race", "run", "--repo", ".", "--task", "t", "--agent", "a=feat"
+    ).startswith("repo: ")
     monkeypatch.chdir(world.repo)
     code, _, err = arena("race", "run", "--repo", ".", "--task", "t", "--agent", "a=feat")
     assert code == 2 and UNREACHABLE in err, err
@@ -332,8 +373,11 @@ def test_a_worker_refuses_a_tampered_unit(world: World) -> None:
         ({"repo": world.payloads()["ext helper"]}, {}),
         ({}, {"branch": f"--output={world.marker}"}),
     ):
-        payload = {**unit.payload, "item": {**unit.payload["item"], **item},
-                   "agent": {**unit.payload["agent"], **agent}}  # fmt: skip
+        payload = {
+            **unit.payload,
+            "item": {**unit.payload["item"], **item},
+            "agent": {**unit.payload["agent"], **agent},
+        }
         with pytest.raises(ValueError, match=r"repo|branch"):
             workload.run_unit(unit.model_copy(update={"payload": payload}))
 
@@ -344,8 +388,12 @@ def test_a_worker_refuses_a_tampered_unit(world: World) -> None:
 def test_git_takes_no_repository_as_an_option_or_a_transport(world: World) -> None:
     """The lowest layer refuses on its own, whatever a policy above it said."""
     marker = world.marker
-    for repo in (f"--upload-pack=:;(id)>{marker};:", f"ext::sh -c touch% {marker}",
-                 f"ssh://-oProxyCommand=touch%20{marker}/x", "git@127.0.0.1:x.git"):  # fmt: skip
+    for repo in (
+        f"--upload-pack=:;(id)>{marker};:",
+        f"ext::sh -c touch% {marker}",
+        f"ssh://-oProxyCommand=touch%20{marker}/x",
+        "git@127.0.0.1:x.git",
+    ):
         with pytest.raises(race_git.GitError):
             race_git.resolve_commit(repo, "main")
         with pytest.raises(race_git.GitError):
@@ -404,7 +452,7 @@ def test_a_remote_never_gets_the_hosts_netrc(
 # -- merge: only into a repository under the roots ---------------------------------------------
 
 
-def finished_race(db: Store, repo: Path) -> str:  # noqa: F811
+def finished_race(db: Store, repo: Path) -> str:
     """A race the operator ran (their CLI may name any repository while no roots are set),
     checked for real in-process and stored as a reducer stores it."""
     spec = {**race(str(repo)), "scoring": {}}  # no command: a clone and a diff
@@ -421,9 +469,12 @@ def finished_race(db: Store, repo: Path) -> str:  # noqa: F811
 
 
 def test_merge_refuses_a_repository_outside_the_roots(
-    world: World, client: TestClient, db: Store, redis_url: str,  # noqa: F811
+    world: World,
+    client: TestClient,
+    db: Store,
+    redis_url: str,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("ARENA_REPO_ROOTS", "")
     batch_id = finished_race(db, world.outside)
     main_before = git(world.outside, "rev-parse", "main")
@@ -451,10 +502,12 @@ def test_merge_refuses_a_repository_outside_the_roots(
 
 
 def huge_bandit(agents: int = 100, items: int = 100, episodes: int = 1_000_000) -> dict[str, Any]:
-    return {"workload": "bandit",
-            "agents": [{"name": f"a{i}", "builtin": "random"} for i in range(agents)],
-            "items": [{"name": f"i{i}", "arms": [0.1, 0.9]} for i in range(items)],
-            "protocol": {"episodes": episodes}}  # fmt: skip
+    return {
+        "workload": "bandit",
+        "agents": [{"name": f"a{i}", "builtin": "random"} for i in range(agents)],
+        "items": [{"name": f"i{i}", "arms": [0.1, 0.9]} for i in range(items)],
+        "protocol": {"episodes": episodes},
+    }
 
 
 def test_ten_billion_units_are_refused_before_expansion(world: World) -> None:
@@ -476,8 +529,11 @@ def test_the_cli_refuses_ten_billion_units_in_one_line(world: World, cli: Path) 
 
 
 def test_the_api_refuses_a_batch_over_the_cap(
-    world: World, client: TestClient, db: Store, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
-) -> None:  # fmt: skip
+    world: World,
+    client: TestClient,
+    db: Store,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """2,000 units over a cap of 1,000 (small, so a front door that expanded first would still
     finish); and the race's own count (agents + the baseline)."""
     monkeypatch.setenv("ARENA_MAX_UNITS", "1000")

@@ -52,11 +52,17 @@ def run_worker_container(security_opt: list[str]) -> dict[str, Any]:
     client = require_engine()
     image = require_image(WORKER_IMAGE)
     output = client.containers.run(
-        image, ["python", "-c", SCRIPT], remove=True, network_mode="none", read_only=True,
-        tmpfs={"/tmp": ""}, cap_drop=["ALL"], user="10001:10001",
+        image,
+        ["python", "-c", SCRIPT],
+        remove=True,
+        network_mode="none",
+        read_only=True,
+        tmpfs={"/tmp": ""},
+        cap_drop=["ALL"],
+        user="10001:10001",
         security_opt=["no-new-privileges:true", *security_opt],
         environment={"ARENA_REDIS_URL": "redis://:hunter2@127.0.0.1:6379/0"},
-    )  # fmt: skip
+    )
     report: dict[str, Any] = json.loads(output.decode().strip().splitlines()[-1])
     return report
 

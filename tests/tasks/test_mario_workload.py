@@ -17,9 +17,13 @@ def mario_spec(**overrides: object) -> dict:
         "agents": ["right", {"name": "mine", "entry_point": "tests.integration.agents:chatty"}],
         "items": ["1-1", "4-2"],
         "protocol": {"episodes": 3, "seed": 0},
-        "params": {"frame_skip": 4, "action_set": "right_only", "sticky_p": 0.25,
-                   "max_steps": 4500},
-    }  # fmt: skip
+        "params": {
+            "frame_skip": 4,
+            "action_set": "right_only",
+            "sticky_p": 0.25,
+            "max_steps": 4500,
+        },
+    }
     spec.update(overrides)
     return spec
 
@@ -69,9 +73,20 @@ def test_the_builtin_names_are_the_runners():
 
 
 def unit(agent: str, level: str, episode: int, **result: object) -> UnitResult:
-    base = {"level": level, "completed": False, "world": int(level[0]), "stage": int(level[2]),
-            "max_x": 500, "steps": 100, "frames": 400, "coins": 0, "time_remaining": 300,
-            "lives_lost": 1, "levels_completed": None, "arena_score": 0.0}  # fmt: skip
+    base = {
+        "level": level,
+        "completed": False,
+        "world": int(level[0]),
+        "stage": int(level[2]),
+        "max_x": 500,
+        "steps": 100,
+        "frames": 400,
+        "coins": 0,
+        "time_remaining": 300,
+        "lives_lost": 1,
+        "levels_completed": None,
+        "arena_score": 0.0,
+    }
     if result.get("status") == "error":
         return UnitResult(
             unit_id=f"b:{agent}:{level}:{episode}",
@@ -81,19 +96,27 @@ def unit(agent: str, level: str, episode: int, **result: object) -> UnitResult:
             status="error",
             reason="RuntimeError: boom",
         )
-    return UnitResult(unit_id=f"b:{agent}:{level}:{episode}", agent=agent, item=level,
-                      episode=episode, status="ok", result={**base, **result})  # fmt: skip
+    return UnitResult(
+        unit_id=f"b:{agent}:{level}:{episode}",
+        agent=agent,
+        item=level,
+        episode=episode,
+        status="ok",
+        result={**base, **result},
+    )
 
 
 def test_the_reducer_scores_each_level_on_its_own_board_with_the_rubric():
     batch = validate_batch(mario_spec(agents=["right", "random"]))
     results = [
-        unit("right", "1-1", 0, max_x=800), unit("right", "1-1", 1, max_x=900),
+        unit("right", "1-1", 0, max_x=800),
+        unit("right", "1-1", 1, max_x=900),
         unit("right", "1-1", 2, status="error"),
         unit("random", "1-1", 0, completed=True, max_x=3200, time_remaining=250),
-        unit("random", "1-1", 1), unit("random", "1-1", 2),
+        unit("random", "1-1", 1),
+        unit("random", "1-1", 2),
         *(unit(a, "4-2", e, world=4, stage=2) for a in ("right", "random") for e in range(3)),
-    ]  # fmt: skip
+    ]
     reduction = get_workload("mario").reduce(batch, results)
     boards = {(e.board, e.agent): e for e in reduction.entries}
     assert set(boards) == {(b, a) for b in ("mario-1-1", "mario-4-2") for a in ("right", "random")}
@@ -101,13 +124,24 @@ def test_the_reducer_scores_each_level_on_its_own_board_with_the_rubric():
     assert (right["episodes"], right["failed"], right["success_rate"]) == (3, 1, 0.0)
     assert right["arena_score"] == 1 * 10_000 + 1_000 + 900 - 10.0
     assert boards["mario-1-1", "random"].score > 1_000_000  # a completed level
-    for key in ("arena_score", "success_rate", "success_ci95", "mean_score", "std_score",
-                "iqm_score", "iqm_ci95", "avg_steps", "avg_max_x", "protocol"):  # fmt: skip
+    for key in (
+        "arena_score",
+        "success_rate",
+        "success_ci95",
+        "mean_score",
+        "std_score",
+        "iqm_score",
+        "iqm_ci95",
+        "avg_steps",
+        "avg_max_x",
+        "protocol",
+    ):
         assert key in right
     ranked = get_workload("mario").rank([boards["mario-1-1", a] for a in ("right", "random")])
     assert [e.agent for e in ranked] == ["random", "right"]
-    text = get_workload("mario").format_board("mario-1-1", [e for e in boards.values()
-                                                            if e.board == "mario-1-1"])  # fmt: skip
+    text = get_workload("mario").format_board(
+        "mario-1-1", [e for e in boards.values() if e.board == "mario-1-1"]
+    )
     assert text is not None and "MARIO ARENA LEADERBOARD" in text and "IQM [95% CI]" in text
     assert AggregateStats.model_validate(
         {k: right[k] for k in AggregateStats.model_fields}, strict=False

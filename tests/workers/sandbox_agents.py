@@ -35,9 +35,13 @@ class Facts:
 
     def _environment(self, observation: dict[str, Any]) -> Any:
         return {
-            "env": dict(os.environ), "uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
-            "path": sys.path, "proc": sorted(p for p in os.listdir("/proc") if p.isdigit()),
-        }  # fmt: skip
+            "env": dict(os.environ),
+            "uid": os.getuid(),
+            "pid": os.getpid(),
+            "cwd": os.getcwd(),
+            "path": sys.path,
+            "proc": sorted(p for p in os.listdir("/proc") if p.isdigit()),
+        }
 
     def _listing(self, observation: dict[str, Any]) -> Any:
         path = observation["path"]
@@ -83,10 +87,14 @@ class Facts:
     def _frame(self, observation: dict[str, Any]) -> Any:
         frame = observation["frame"]
         return {
-            "sum": int(frame.sum()), "shape": list(frame.shape), "writeable": frame.flags.writeable,
-            "keys": sorted(observation), "info": observation.get("info"),
-            "strides": list(frame.strides), "corner": frame[0, 0].tolist(),
-        }  # fmt: skip
+            "sum": int(frame.sum()),
+            "shape": list(frame.shape),
+            "writeable": frame.flags.writeable,
+            "keys": sorted(observation),
+            "info": observation.get("info"),
+            "strides": list(frame.strides),
+            "corner": frame[0, 0].tolist(),
+        }
 
     def _echo(self, observation: dict[str, Any]) -> Any:
         return observation

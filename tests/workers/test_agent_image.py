@@ -159,8 +159,11 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         name: serve(f"agents:{name}")
         for name in ("make", "probe", "crashing", "hanging", "mario", "alympics")
     }
-    commands |= {"missing": serve("no_such_module:make"), "silent": ["sleep", "3600"],
-                 "garbage": ["python", "garbage.py"]}  # fmt: skip
+    commands |= {
+        "missing": serve("no_such_module:make"),
+        "silent": ["sleep", "3600"],
+        "garbage": ["python", "garbage.py"],
+    }
     built = {}
     try:
         for name, command in commands.items():
@@ -205,10 +208,14 @@ def test_reset_and_act_round_trip_frames_and_json(images: dict[str, str]):
         game = agent.act({"round": 3, "history": [["C", "D"]]})
     context = {"seed": 11, "level": "1-1", "actions": [["NOOP"], ["right"]]}
     assert answer == {
-        "sum": int(screen.sum(dtype=np.uint64)), "shape": [240, 256, 3], "dtype": "uint8",
-        "writeable": False, "info": {"x_pos": 40, "world": 1}, "context": context,
+        "sum": int(screen.sum(dtype=np.uint64)),
+        "shape": [240, 256, 3],
+        "dtype": "uint8",
+        "writeable": False,
+        "info": {"x_pos": 40, "world": 1},
+        "context": context,
         "uid": container_user()[0],  # the worker's own uid, or the image's user for root
-    }  # fmt: skip
+    }
     assert answer["uid"] != 0
     assert game == {"echo": {"round": 3, "history": [["C", "D"]]}, "context": context}
 
@@ -286,10 +293,13 @@ def _outward_address() -> str:
 
 def run_mario_unit(image: str, time_limit_s: float = 600, **agent: Any) -> Any:
     """One Mario unit of an image agent through the path a worker takes (execute_unit)."""
-    spec = {"workload": "mario", "agents": [{"name": "boxed", "image": image, **agent}],
-            "items": ["1-1"], "protocol": {"episodes": 1, "seed": 0,
-                                           "unit_time_limit_s": time_limit_s},
-            "params": {"max_steps": 40}}  # fmt: skip
+    spec = {
+        "workload": "mario",
+        "agents": [{"name": "boxed", "image": image, **agent}],
+        "items": ["1-1"],
+        "protocol": {"episodes": 1, "seed": 0, "unit_time_limit_s": time_limit_s},
+        "params": {"max_steps": 40},
+    }
     batch = validate_batch(spec)
     workload = get_workload("mario")
     return batch, execute_unit(workload, workload.expand(batch)[0]).result
@@ -333,9 +343,13 @@ def test_the_units_deadline_ends_a_hanging_agent_and_its_container(images: dict[
 def test_an_alympics_image_agent_plays_as_the_same_code_in_process(images: dict[str, str]):
     from scoring.alympics import GAMES
 
-    spec = {"workload": "alympics", "agents": [{"name": "builtin"},
-            {"name": "boxed", "image": images["alympics"]}], "items": list(GAMES),
-            "protocol": {"episodes": 1}, "params": {"episodes": 2}}  # fmt: skip
+    spec = {
+        "workload": "alympics",
+        "agents": [{"name": "builtin"}, {"name": "boxed", "image": images["alympics"]}],
+        "items": list(GAMES),
+        "protocol": {"episodes": 1},
+        "params": {"episodes": 2},
+    }
     batch = validate_batch(spec)
     workload = get_workload("alympics")
     units = {(u.agent, u.item): u for u in workload.expand(batch)}
@@ -376,7 +390,11 @@ def test_an_image_that_never_serves_is_named_with_its_output(
 def test_an_image_the_engine_lacks_is_refused_at_submission(docker_engine: Any):
     from tasks.validation import InputError
 
-    spec = {"workload": "mario", "agents": [{"name": "x", "image": "arena-no-such-image:0"}],
-            "items": ["1-1"], "protocol": {"episodes": 1}}  # fmt: skip
+    spec = {
+        "workload": "mario",
+        "agents": [{"name": "x", "image": "arena-no-such-image:0"}],
+        "items": ["1-1"],
+        "protocol": {"episodes": 1},
+    }
     with pytest.raises(InputError, match=r"agents\[0\]\.image: .*no image 'arena-no-such-image:0'"):
         validate_batch(spec)

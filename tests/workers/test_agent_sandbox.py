@@ -98,9 +98,16 @@ def test_only_what_the_agent_needs_is_bound(tmp_path: Path, monkeypatch: pytest.
         root = ask(agent, "listing", path=str(ROOT))
         key = ask(agent, "read", path=str(home / ".ssh" / "id_ed25519"))
         project = ask(agent, "read", path=str(ROOT / "pyproject.toml"))
-        writes = {p: ask(agent, "write", path=p) for p in (
-            str(ROOT / "tests" / "x"), str(ROOT / "x"), "/x", "/dev/x", str(tmp_path / "x"),
-        )}  # fmt: skip
+        writes = {
+            p: ask(agent, "write", path=p)
+            for p in (
+                str(ROOT / "tests" / "x"),
+                str(ROOT / "x"),
+                "/x",
+                "/dev/x",
+                str(tmp_path / "x"),
+            )
+        }
         tmp = ask(agent, "write", path="/tmp/x")
     assert set(root) <= {"workers", "scoring", "tests", ".venv"}, root
     assert key.startswith("error") and project.startswith("error")
@@ -229,8 +236,13 @@ def test_observations_travel_as_changes_and_are_whole_again():
 def test_an_alympics_unit_is_the_same_sandboxed_and_in_process(
     agents: str, monkeypatch: pytest.MonkeyPatch
 ):
-    spec = {"workload": "alympics", "agents": [{"name": "a", "entry_point": f"{agents}:mutator"}],
-            "items": list(GAMES), "protocol": {"seed": 3}, "params": {"episodes": 2}}  # fmt: skip
+    spec = {
+        "workload": "alympics",
+        "agents": [{"name": "a", "entry_point": f"{agents}:mutator"}],
+        "items": list(GAMES),
+        "protocol": {"seed": 3},
+        "params": {"episodes": 2},
+    }
     workload = get_workload("alympics")
     units = workload.expand(validate_batch(spec))
 
@@ -246,9 +258,13 @@ def test_an_alympics_unit_is_the_same_sandboxed_and_in_process(
 
 
 def test_a_dead_alympics_agent_faults_every_move_it_has_left(agents: str):
-    spec = {"workload": "alympics",
-            "agents": [{"name": "a", "entry_point": f"{agents}:dies_at_move"}],
-            "items": list(GAMES), "protocol": {"seed": 3}, "params": {"episodes": 2}}  # fmt: skip
+    spec = {
+        "workload": "alympics",
+        "agents": [{"name": "a", "entry_point": f"{agents}:dies_at_move"}],
+        "items": list(GAMES),
+        "protocol": {"seed": 3},
+        "params": {"episodes": 2},
+    }
     workload = get_workload("alympics")
     unit = workload.expand(validate_batch(spec))[0]  # Prisoner's Dilemma, 100 rounds x 2
     result = execute_unit(workload, unit).result
@@ -268,8 +284,10 @@ def test_the_units_deadline_ends_an_agent_that_swallows_every_interrupt(agents: 
 
 
 def test_what_the_agent_prints_reaches_the_units_log():
-    spec = bandit_spec(agents=[{"name": "c", "entry_point": "tests.integration.agents:chatty"}],
-                       protocol={"episodes": 2})  # fmt: skip
+    spec = bandit_spec(
+        agents=[{"name": "c", "entry_point": "tests.integration.agents:chatty"}],
+        protocol={"episodes": 2},
+    )
     for unit in get_workload("bandit").expand(validate_batch(spec))[:2]:
         run = execute_unit(get_workload("bandit"), unit)
         assert run.result.status == "ok"
@@ -285,8 +303,10 @@ def test_without_a_sandbox_untrusted_agents_are_refused(monkeypatch: pytest.Monk
 
 
 def _refused_without_a_sandbox(monkeypatch: pytest.MonkeyPatch) -> Unit:
-    spec = bandit_spec(agents=["ucb1", {"name": "g", "entry_point": "workers.bandit:GreedyAgent"}],
-                       protocol={"episodes": 1})  # fmt: skip
+    spec = bandit_spec(
+        agents=["ucb1", {"name": "g", "entry_point": "workers.bandit:GreedyAgent"}],
+        protocol={"episodes": 1},
+    )
     monkeypatch.delenv("ARENA_REDIS_URL", raising=False)
     with pytest.raises(InputError) as refused:  # this machine runs the units: at submission
         validate_batch(spec)
@@ -366,8 +386,12 @@ def test_arena_run_refuses_an_untrusted_agent_where_no_sandbox_starts(tmp_path: 
     agent = {"name": "g", "entry_point": "tests.integration.agents:chatty"}
     spec.write_text(json.dumps(bandit_spec(agents=["ucb1", agent], protocol={"episodes": 1})))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
-    env |= {**NO_BWRAP, "ARENA_DATA_DIR": str(tmp_path / "data"), "ARENA_WORKERS": "1",
-            "PYTHONPATH": str(ROOT)}  # fmt: skip
+    env |= {
+        **NO_BWRAP,
+        "ARENA_DATA_DIR": str(tmp_path / "data"),
+        "ARENA_WORKERS": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     refused = arena("run", str(spec), env=env)
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()

@@ -186,8 +186,13 @@ def test_no_network(sandbox, docker_workdir: Path, listener: socket.socket):
     servers = [f"127.0.0.1:{port}", f"{outward_address()}:{port}", f"172.17.0.1:{port}"]
     targets = [*servers, "1.1.1.1:53"]
     # The probe reaches the server from the host: it would tell an open network.
-    here = subprocess.run([sys.executable, "probe.py", *servers[:2]], cwd=docker_workdir,
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    here = subprocess.run(
+        [sys.executable, "probe.py", *servers[:2]],
+        cwd=docker_workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert here.stdout.split() == [servers[0], "open", servers[1], "open"]
     command = f"python3 probe.py {' '.join(targets)}; ls /sys/class/net"
     result = sandbox.run(command, docker_workdir, timeout_s=30)
@@ -203,8 +208,12 @@ def test_network_when_the_limits_allow_it(
     port = listener.getsockname()[1]
     (docker_workdir / "probe.py").write_text(PROBE)
     sandbox = DockerSandbox(image, client=docker_engine, network_mode="host")
-    result = sandbox.run(f"python3 probe.py 127.0.0.1:{port}", docker_workdir, timeout_s=30,
-                         limits=SandboxLimits(network=True))  # fmt: skip
+    result = sandbox.run(
+        f"python3 probe.py 127.0.0.1:{port}",
+        docker_workdir,
+        timeout_s=30,
+        limits=SandboxLimits(network=True),
+    )
     assert result.output.split()[1:] == ["open"], result.output
 
 
@@ -254,8 +263,11 @@ def test_a_checkout_cannot_rewrite_the_repository_it_was_cloned_from(
     subprocess.run(["git", "clone", "-q", str(source), str(checkout)], check=True)
     objects = sorted(p for p in (source / ".git" / "objects").rglob("*") if p.is_file())
     before = {p: p.read_bytes() for p in objects}
-    assert any((checkout / ".git" / "objects" / p.relative_to(source / ".git" / "objects"))
-               .stat().st_ino == p.stat().st_ino for p in objects)  # fmt: skip
+    assert any(
+        (checkout / ".git" / "objects" / p.relative_to(source / ".git" / "objects")).stat().st_ino
+        == p.stat().st_ino
+        for p in objects
+    )
     attack = (
         "for f in $(find .git/objects -type f); do chmod u+w $f; echo x > $f; done; "
         "echo hook > .git/hooks/post-merge; echo done"
@@ -298,9 +310,17 @@ def test_a_race_check_whose_build_runs_out_of_memory(sandbox, docker_workdir: Pa
     git(repo, "commit", "-q", "-m", "a build that needs 1 GiB")
     commands = CheckCommands(build="python3 hog.py", tests="true", timeout_s=30)
     with pytest.raises(CheckError) as raised:
-        run_check(str(repo), "main", "main", commands, sandbox, role="baseline",
-                  limits=SandboxLimits(memory_mb=64), workdir_root=docker_workdir,
-                  echo=lambda line: None)  # fmt: skip
+        run_check(
+            str(repo),
+            "main",
+            "main",
+            commands,
+            sandbox,
+            role="baseline",
+            limits=SandboxLimits(memory_mb=64),
+            workdir_root=docker_workdir,
+            echo=lambda line: None,
+        )
     # The unit's error result reads "CheckError: " and this (tasks/execute.py).
     assert str(raised.value) == "build command failed: killed: out of memory (limit 64 MiB)"
 
@@ -346,8 +366,9 @@ def test_a_session_runs_its_commands_in_one_container(sandbox, docker_engine, do
     mine = {"label": [f"{LABEL}=1", f"{LABEL_PID}={os.getpid()}"]}
     started = time.time()
     with sandbox.session(docker_workdir, budget_s=90) as session:
-        first = session.run("echo built > built.txt; echo kept > /tmp/cache; echo $ONLY", 30,
-                            env={"ONLY": "first"})  # fmt: skip
+        first = session.run(
+            "echo built > built.txt; echo kept > /tmp/cache; echo $ONLY", 30, env={"ONLY": "first"}
+        )
         container = session.container
         second = session.run("cat built.txt /tmp/cache; echo ${ONLY:-unset}; id -u", 30)
         third = session.run(PROCESSES, 30)
@@ -384,11 +405,15 @@ def test_commands_in_a_session_are_confined_as_before(sandbox, docker_workdir: P
     limits = SandboxLimits(open_files=123, processes=40)
     status = "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status"
     with sandbox.session(docker_workdir, limits, budget_s=90) as session:
-        confined = session.run(f"{status}; ulimit -c; ulimit -n; cat /sys/fs/cgroup/pids/pids.max "
-                               "2>/dev/null || cat /sys/fs/cgroup/pids.max", 30)  # fmt: skip
+        confined = session.run(
+            f"{status}; ulimit -c; ulimit -n; cat /sys/fs/cgroup/pids/pids.max "
+            "2>/dev/null || cat /sys/fs/cgroup/pids.max",
+            30,
+        )
         container = session.container
-        others = [line[0] for line in processes(session.run(PROCESSES, 30).output)
-                  if line[1] == "other"]  # fmt: skip
+        others = [
+            line[0] for line in processes(session.run(PROCESSES, 30).output) if line[1] == "other"
+        ]
         kills = " ".join(
             f"kill -9 {pid} && echo killed {pid} || echo refused {pid};" for pid in others
         )
@@ -396,8 +421,12 @@ def test_commands_in_a_session_are_confined_as_before(sandbox, docker_workdir: P
         after = session.run("echo still", 30)
         assert session.container is container  # its init and keeper live on
     fields = dict(line.split(":\t") for line in confined.output.splitlines()[:4])
-    assert fields == {"CapEff": "0000000000000000", "CapBnd": "0000000000000000",
-                      "NoNewPrivs": "1", "Seccomp": "2"}, confined.output  # fmt: skip
+    assert fields == {
+        "CapEff": "0000000000000000",
+        "CapBnd": "0000000000000000",
+        "NoNewPrivs": "1",
+        "Seccomp": "2",
+    }, confined.output
     assert confined.output.splitlines()[4:] == ["0", "123", "40"]
     assert "killed" not in refused.output and refused.output.count("refused") == 2, refused
     assert after.output == "still\n"
@@ -429,8 +458,10 @@ def test_out_of_memory_where_the_wrapper_cannot_report_it(sandbox, docker_workdi
     assert (late.timed_out, late.exit_code) == (True, 137), late
     assert late.error == "killed: out of memory (limit 64 MiB)"
     assert (rogue.timed_out, rogue.exit_code, rogue.error) == (
-        False, 137, "killed: out of memory (limit 64 MiB)",
-    ), rogue  # fmt: skip
+        False,
+        137,
+        "killed: out of memory (limit 64 MiB)",
+    ), rogue
     assert (plain.exit_code, plain.error) == (137, None), plain
 
 
@@ -497,14 +528,24 @@ def test_a_race_check_starts_one_container(image, docker_engine, no_leftovers, t
             started.append(super().container_options(*args))
             return started[-1]
 
-    commands = CheckCommands(build="python3 -m compileall -q calc", tests="true",
-                             lint="python3 -c 'print(1)'", timeout_s=30)  # fmt: skip
+    commands = CheckCommands(
+        build="python3 -m compileall -q calc",
+        tests="true",
+        lint="python3 -c 'print(1)'",
+        timeout_s=30,
+    )
     work = tmp_path / "work"
     work.mkdir()
     work.chmod(0o777)
-    result = run_check(str(repo.path), "clean", repo.base, commands,
-                       Counting(image, client=docker_engine), workdir_root=work,
-                       echo=lambda line: None)  # fmt: skip
+    result = run_check(
+        str(repo.path),
+        "clean",
+        repo.base,
+        commands,
+        Counting(image, client=docker_engine),
+        workdir_root=work,
+        echo=lambda line: None,
+    )
     assert result.build and result.build.exit_code == 0, result
     assert result.tests and result.lint and result.lint.output_tail == "1\n"
     assert len(started) == 1
@@ -565,9 +606,12 @@ def worker(image: str, docker_engine: Any, docker_workdir: Path) -> Iterator[Wor
         from workers.sandbox.docker import DockerSandbox
         DockerSandbox({image!r}).run("sleep 300", Path({str(docker_workdir)!r}), timeout_s=300)
     """
-    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT,
-                               env={**os.environ, "PYTHONPATH": str(ROOT)},
-                               stderr=subprocess.PIPE)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE,
+    )
     mine = {"label": f"{LABEL_PID}={process.pid}"}
     try:
         deadline = time.monotonic() + 20
@@ -658,13 +702,20 @@ def test_a_worker_in_the_worker_image(docker_engine, no_leftovers, tmp_path: Pat
         done = box.run("id -u; pwd; echo hi > made.txt", Path("/var/lib/arena/work/unit"), 30)
         print(json.dumps(done.model_dump()))""")
     out = docker_engine.containers.run(
-        image, ["python", "-c", script], entrypoint=[], remove=True, network_mode="none",
-        user="10001:10001", group_add=[str(os.stat(engine_socket).st_gid)],
+        image,
+        ["python", "-c", script],
+        entrypoint=[],
+        remove=True,
+        network_mode="none",
+        user="10001:10001",
+        group_add=[str(os.stat(engine_socket).st_gid)],
         environment={"PYTHONPATH": "/src", "DOCKER_HOST": "unix:///run/engine.sock"},
-        volumes={str(ROOT): {"bind": "/src", "mode": "ro"},
-                 str(shared): {"bind": "/var/lib/arena/work", "mode": "rw"},
-                 engine_socket: {"bind": "/run/engine.sock", "mode": "rw"}},
-    )  # fmt: skip
+        volumes={
+            str(ROOT): {"bind": "/src", "mode": "ro"},
+            str(shared): {"bind": "/var/lib/arena/work", "mode": "rw"},
+            engine_socket: {"bind": "/run/engine.sock", "mode": "rw"},
+        },
+    )
     done = json.loads(out.decode().splitlines()[-1])
     assert done["output"] == "10001\n/var/lib/arena/work/unit\n", done
     made = shared / "unit" / "made.txt"

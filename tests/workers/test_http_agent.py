@@ -59,9 +59,11 @@ def test_agent_posts_the_observation_and_returns_the_action(server: str):
     agent.reset("prisoners_dilemma", 0, 42)
     assert agent.act({"round": 3, "history": []}) == "C"
     assert Received[-1] == {
-        "game": "prisoners_dilemma", "player": 0, "seed": 42,
+        "game": "prisoners_dilemma",
+        "player": 0,
+        "seed": 42,
         "observation": {"round": 3, "history": []},
-    }  # fmt: skip
+    }
     agent.close()
 
 

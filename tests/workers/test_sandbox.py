@@ -158,20 +158,31 @@ def test_the_scrub_drops_agents_sockets_and_urls_with_credentials():
     """Issue 19, finding 9: what acts for the worker's user (its ssh and gpg agents, the Docker
     engine, a Kubernetes config, netrc) and any URL with a user or password in it."""
     dropped = {
-        "SSH_AUTH_SOCK": "/run/user/0/ssh-agent.sock", "SSH_AGENT_PID": "12",
-        "REDISCLI_AUTH": "hunter2", "DATABASE_URL": "postgres://db/arena",
-        "DOCKER_HOST": "unix:///var/run/docker.sock", "DOCKER_CONFIG": "/root/.docker",
-        "KUBECONFIG": "/root/.kube/config", "NETRC": "/root/.netrc", "GPG_AGENT_INFO": "x",
-        "PGPASSFILE": "/root/.pgpass", "GIT_ASKPASS": "/bin/echo", "SENTRY_DSN": "https://k@s/1",
+        "SSH_AUTH_SOCK": "/run/user/0/ssh-agent.sock",
+        "SSH_AGENT_PID": "12",
+        "REDISCLI_AUTH": "hunter2",
+        "DATABASE_URL": "postgres://db/arena",
+        "DOCKER_HOST": "unix:///var/run/docker.sock",
+        "DOCKER_CONFIG": "/root/.docker",
+        "KUBECONFIG": "/root/.kube/config",
+        "NETRC": "/root/.netrc",
+        "GPG_AGENT_INFO": "x",
+        "PGPASSFILE": "/root/.pgpass",
+        "GIT_ASKPASS": "/bin/echo",
+        "SENTRY_DSN": "https://k@s/1",
         "GIT_CONFIG_PARAMETERS": "'http.extraheader'='Authorization: x'",
-        "NPM_CONFIG__AUTH": "dXNlcjpwYXNz", "VAULT_ADDR": "https://vault",
+        "NPM_CONFIG__AUTH": "dXNlcjpwYXNz",
+        "VAULT_ADDR": "https://vault",
         "PIP_INDEX_URL": "https://user:s3cret@pypi.internal/simple",
         "UPSTREAM": "https://ghp_abc123@github.com/org/repo.git",
-    }  # fmt: skip
+    }
     kept = {
-        "GIT_AUTHOR_NAME": "A", "LANG": "C.UTF-8", "HTTP_PROXY": "http://proxy:3128",
-        "DOCS_URL": "https://example.org/docs", "SOURCE": "git@github.com:org/repo.git",
-    }  # fmt: skip
+        "GIT_AUTHOR_NAME": "A",
+        "LANG": "C.UTF-8",
+        "HTTP_PROXY": "http://proxy:3128",
+        "DOCS_URL": "https://example.org/docs",
+        "SOURCE": "git@github.com:org/repo.git",
+    }
     env = scrubbed_environment({**dropped, **kept, "PATH": "/bin"})
     assert not set(dropped) & set(env)
     assert {n: env[n] for n in kept} == kept
@@ -217,8 +228,11 @@ def test_a_killed_worker_takes_the_command_tree_with_it(mode: str, tmp_path: Pat
         LocalSandbox(jail={mode == "jail"}).run(
             "python escape.py setsid a.pid {marked.seconds}; sleep 300", Path("."), timeout_s=60)
     """
-    worker = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], cwd=tmp_path,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         deadline = time.monotonic() + 10
         while not (tmp_path / "a.pid").exists() and time.monotonic() < deadline:
@@ -302,8 +316,13 @@ def test_a_jail_sees_none_of_the_worker(jail: LocalSandbox, tmp_path: Path):
             Path({str(tmp_path)!r}), timeout_s=20)
         print(r.output)
     """
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env={
-        **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     pids = done.stdout.splitlines()[0].split()
     assert pids and all(int(pid) < 20 for pid in pids), done.stdout  # the jail's own
     assert "hunter2-jail" not in done.stdout and "ARENA_" not in done.stdout, done.stdout
@@ -449,9 +468,13 @@ def test_without_bubblewrap_commands_are_refused_unless_agents_are_trusted(tmp_p
         b = trusted.run("echo ran", Path({str(tmp_path)!r}), timeout_s=10)
         print(json.dumps([refused.unavailable(), a.model_dump(), trusted.jail, b.output]))
     """
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env={
-        **os.environ, "ARENA_BWRAP": "/no/such/bwrap", "PYTHONPATH": str(ROOT)},
-        capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env={**os.environ, "ARENA_BWRAP": "/no/such/bwrap", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     why, refused, trusted_jail, trusted_output = json.loads(done.stdout.splitlines()[-1])
     assert why and "ARENA_TRUST_AGENTS" in why and "bubblewrap" in why
     assert refused["infrastructure"] and refused["exit_code"] is None and refused["output"] == ""

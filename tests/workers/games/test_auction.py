@@ -90,10 +90,16 @@ def test_winning_every_time_at_price_0_averages_50_and_scores_100():
     # ...so winning every auction at 0 earns the mean value: 50 for values uniform on [0, 100].
     values = [d["values"][0] for d in record.details]
     always_won = EpisodeRecord(
-        game="auction", seed=4, players=["a", "b"], actions=[[0.0, 0.0]] * len(values),
-        payoffs=[[v, 0.0] for v in values], details=record.details, faults=[0, 0],
-        fault_reasons=[], faulted=[[], []],
-    )  # fmt: skip
+        game="auction",
+        seed=4,
+        players=["a", "b"],
+        actions=[[0.0, 0.0]] * len(values),
+        payoffs=[[v, 0.0] for v in values],
+        details=record.details,
+        faults=[0, 0],
+        fault_reasons=[],
+        faulted=[[], []],
+    )
     assert game_measures([always_won])["raw"] == pytest.approx(50, abs=3)
     assert normalise("auction", 50) == 100
 

@@ -29,10 +29,16 @@ def test_fraction_of_fields_won_ties_half(first, second, payoffs):
 def test_the_rubric_bounds_normalise_fraction_won():
     def measured(fraction):
         record = EpisodeRecord(
-            game="colonel_blotto", seed=0, players=["a", "b"], actions=[[[20] * 5, [20] * 5]],
-            payoffs=[[fraction, 1 - fraction]], details=[{}], faults=[0, 0], fault_reasons=[],
+            game="colonel_blotto",
+            seed=0,
+            players=["a", "b"],
+            actions=[[[20] * 5, [20] * 5]],
+            payoffs=[[fraction, 1 - fraction]],
+            details=[{}],
+            faults=[0, 0],
+            fault_reasons=[],
             faulted=[[], []],
-        )  # fmt: skip
+        )
         return game_measures([record])["strategic"]
 
     assert measured(1.0) == 100 == normalise("colonel_blotto", 1.0)

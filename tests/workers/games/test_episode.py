@@ -42,14 +42,28 @@ def episode(game: str, opponent: str, seed: int, agent=None) -> EpisodeRecord:
 
 def test_registry_names_the_rubric_games_and_baselines():
     assert list(GAMES) == [
-        "prisoners_dilemma", "public_goods", "auction", "colonel_blotto", "congestion",
-    ]  # fmt: skip
+        "prisoners_dilemma",
+        "public_goods",
+        "auction",
+        "colonel_blotto",
+        "congestion",
+    ]
     assert set(BASELINES) == set(BUILTIN) == set(GAMES)
     assert {name for names in BASELINES.values() for name in names} == {
-        "tit-for-tat", "always-defect", "full-contributor", "free-rider",
-        "conditional-cooperator", "punisher", "truthful", "shade", "uniform", "concentrated",
-        "selfish-router", "social-optimum", "epsilon-greedy",
-    }  # fmt: skip
+        "tit-for-tat",
+        "always-defect",
+        "full-contributor",
+        "free-rider",
+        "conditional-cooperator",
+        "punisher",
+        "truthful",
+        "shade",
+        "uniform",
+        "concentrated",
+        "selfish-router",
+        "social-optimum",
+        "epsilon-greedy",
+    }
 
 
 @pytest.mark.parametrize(("game", "opponent"), MATCH_SETS)
