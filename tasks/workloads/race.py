@@ -422,7 +422,7 @@ def sandbox_from(settings: ArenaSettings) -> Sandbox:
     """The sandbox the settings choose for race commands (docs/sandbox.md): the local one is a
     bubblewrap jail; where none can start, it refuses every command (an infrastructure error
     naming the fix) unless ARENA_TRUST_AGENTS says the agents are trusted (then unjailed)."""
-    from workers.sandbox import get_sandbox
+    from workers.sandbox.choose import get_sandbox
     from workers.sandbox.local import local_sandbox
 
     if settings.sandbox == "docker":

@@ -33,7 +33,8 @@ from tests.docker_support import (
 )
 from tests.race.projects import git
 from workers.race.check import CheckCommands, CheckError, run_check
-from workers.sandbox import SandboxLimits, SandboxUnavailable, get_sandbox
+from workers.sandbox import SandboxLimits, SandboxUnavailable
+from workers.sandbox.choose import get_sandbox
 from workers.sandbox.containers import (
     LABEL,
     LABEL_DEADLINE,

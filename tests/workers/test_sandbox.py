@@ -22,12 +22,8 @@ import pytest
 from pydantic import ValidationError
 
 from tests.needs import require_bwrap
-from workers.sandbox import (
-    CommandResult,
-    SandboxLimits,
-    get_sandbox,
-    scrubbed_environment,
-)
+from workers.sandbox import CommandResult, SandboxLimits, scrubbed_environment
+from workers.sandbox.choose import get_sandbox
 from workers.sandbox.local import LocalSandbox, jail_environment, local_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]

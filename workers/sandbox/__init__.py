@@ -1,8 +1,9 @@
 """Sandboxes for running code we did not write (race checks): one interface, several backends.
 
-`get_sandbox("local")` returns the local-process sandbox, `get_sandbox("docker")` the Docker
-sandbox (a sibling container per session: a check's commands share one); both behind the same
-`Sandbox` interface. docs/sandbox.md says what each isolates.
+The interface (`Sandbox`, its sessions, limits and results) is re-exported here; choosing a
+backend is workers/sandbox/choose.py's: `get_sandbox("local")` returns the local-process sandbox,
+`get_sandbox("docker")` the Docker sandbox (a sibling container per session: a check's commands
+share one); both behind the same `Sandbox` interface. docs/sandbox.md says what each isolates.
 """
 
 from workers.sandbox.base import (
@@ -11,7 +12,6 @@ from workers.sandbox.base import (
     SandboxLimits,
     SandboxSession,
     SandboxUnavailable,
-    get_sandbox,
     scrubbed_environment,
 )
 
@@ -21,6 +21,5 @@ __all__ = [
     "SandboxLimits",
     "SandboxSession",
     "SandboxUnavailable",
-    "get_sandbox",
     "scrubbed_environment",
 ]

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -206,17 +206,3 @@ def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str
     env["PATH"] = path
     return env
 
-
-def get_sandbox(kind: str = "local", **options: Any) -> Sandbox:
-    """The sandbox a setting names, made with `options` (its constructor's keyword arguments):
-    "local" (a bubblewrap jail per command; `jail=False`: unjailed processes of the worker's
-    user, for trusted code) or "docker" (a sibling container per session)."""
-    if kind == "local":  # imported here: each backend's module imports this one
-        from workers.sandbox.local import LocalSandbox
-
-        return LocalSandbox(**options)
-    if kind == "docker":
-        from workers.sandbox.docker import DockerSandbox
-
-        return DockerSandbox(**options)
-    raise ValueError(f"unknown sandbox kind {kind!r}: known kinds are 'local' and 'docker'")
