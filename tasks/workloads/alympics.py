@@ -28,8 +28,13 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
-from tasks.workloads.mario import IMAGE_REF, image_agent_for_unit
-from tasks.workloads.untrusted import AgentSource, agent_for_unit, refuse_at_submission
+from tasks.workloads.untrusted import (
+    IMAGE_REF,
+    AgentSource,
+    agent_for_unit,
+    image_agent_for_unit,
+    refuse_at_submission,
+)
 from workers.agents import ENTRY_POINT, load_entry_point
 from workers.fingerprint import AgentFingerprint, image_fingerprint
 from workers.games import (

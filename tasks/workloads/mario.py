@@ -11,7 +11,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -26,7 +26,6 @@ from scoring.mario import (
 )
 from scoring.mario_display import format_leaderboard
 from tasks.identity import protocol_fingerprint
-from tasks.settings import load_settings
 from tasks.spec import Name, SpecModel
 from tasks.workloads.base import (
     LeaderboardEntry,
@@ -37,7 +36,13 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
-from tasks.workloads.untrusted import AgentSource, agent_for_unit, refuse_at_submission
+from tasks.workloads.untrusted import (
+    IMAGE_REF,
+    AgentSource,
+    agent_for_unit,
+    image_agent_for_unit,
+    refuse_at_submission,
+)
 from workers.agents import ENTRY_POINT, Agent, AgentChanged, load_entry_point
 from workers.fingerprint import (
     AgentFingerprint,
@@ -47,14 +52,8 @@ from workers.fingerprint import (
 from workers.mario.protocol import FULL_GAME, MarioProtocol, check_level
 from workers.sandbox.agent_sandbox import STEP_TIMEOUT_S
 
-if TYPE_CHECKING:
-    from workers.agent_image import ImageAgent
-
 log = logging.getLogger(__name__)
 BUILTIN_NAMES = ("random", "right", "jump-right")  # workers.mario.agents.BUILTIN (a test checks)
-# A Docker image reference (name[:tag][@digest]) or a content id (sha256:...): no spaces, no
-# leading dash (it is handed to the engine, never to a shell).
-IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$"
 
 
 class Preprocess(SpecModel):
@@ -249,24 +248,6 @@ def agent_source(spec: MarioAgentSpec) -> AgentSource:
         checkpoint=spec.sb3, grayscale=pre.grayscale, resize=pre.resize,
         frame_stack=pre.frame_stack, device=spec.device,
     )  # fmt: skip
-
-
-@contextmanager
-def image_agent_for_unit(image: str, unit: Unit, timeout_s: float) -> Iterator[ImageAgent]:
-    """An image agent (Mario or Alympics) for one unit: the submitted content id, the
-    settings' work dir, a reaping deadline past the unit's own time limit."""
-    from workers.agent_image import image_agent, image_to_run
-
-    settings = load_settings()
-    ref = image_to_run(image, unit.agent_fingerprint)
-    label = image if ref == image else f"{image} ({ref[:19]})"
-    with image_agent(
-        ref, timeout_s=timeout_s, deadline_s=unit.time_limit_s + 60, label=label,
-        work_dir=settings.work_dir, host_work_dir=settings.sandbox_host_work_dir,
-        memory_mb=settings.agent_memory_mb, cpus=settings.agent_cpus, pids=settings.agent_pids,
-        start_timeout_s=settings.agent_start_timeout_s,
-    ) as agent:  # fmt: skip
-        yield agent
 
 
 def make_agent(spec: MarioAgentSpec, fingerprint: AgentFingerprint | None) -> Agent:

@@ -2,7 +2,8 @@
 and Stable-Baselines3 checkpoints in the agent sandbox (workers/sandbox/agent_sandbox.py), under
 the settings' limits, wherever a jail starts; in the worker only where none starts and the
 operator trusts every agent (ARENA_TRUST_AGENTS=true, the same meaning as for race commands).
-Arena's built-ins never leave the worker.
+Arena's built-ins never leave the worker. An image agent (Mario or Alympics) runs in its own
+container (workers/agent_image.py), whatever the settings.
 
 Where no sandbox can start, an untrusted agent is refused in one line naming the setting: at
 submission when the submitting machine also runs the units (no ARENA_REDIS_URL), else as the
@@ -18,6 +19,7 @@ from typing import Any
 
 from tasks.settings import ArenaSettings, current_settings, load_settings
 from tasks.workloads.base import Unit
+from workers.agent_image import ImageAgent, image_agent, image_to_run
 from workers.fingerprint import FingerprintError
 from workers.sandbox.agent_sandbox import (
     AgentLimits,
@@ -26,6 +28,10 @@ from workers.sandbox.agent_sandbox import (
     refusal,
     untrusted_agent,
 )
+
+# A Docker image reference (name[:tag][@digest]) or a content id (sha256:...): no spaces, no
+# leading dash (it is handed to the engine, never to a shell).
+IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$"
 
 
 def agent_limits(settings: ArenaSettings) -> AgentLimits:
@@ -65,4 +71,33 @@ def refuse_at_submission() -> None:
         raise FingerprintError(why)
 
 
-__all__ = ["AgentSandboxUnavailable", "AgentSource", "agent_for_unit", "refuse_at_submission"]
+@contextmanager
+def image_agent_for_unit(image: str, unit: Unit, timeout_s: float) -> Iterator[ImageAgent]:
+    """An image agent (Mario or Alympics) for one unit: the submitted content id, the
+    settings' work dir, a reaping deadline past the unit's own time limit."""
+    settings = load_settings()
+    ref = image_to_run(image, unit.agent_fingerprint)
+    label = image if ref == image else f"{image} ({ref[:19]})"
+    with image_agent(
+        ref,
+        timeout_s=timeout_s,
+        deadline_s=unit.time_limit_s + 60,
+        label=label,
+        work_dir=settings.work_dir,
+        host_work_dir=settings.sandbox_host_work_dir,
+        memory_mb=settings.agent_memory_mb,
+        cpus=settings.agent_cpus,
+        pids=settings.agent_pids,
+        start_timeout_s=settings.agent_start_timeout_s,
+    ) as agent:
+        yield agent
+
+
+__all__ = [
+    "IMAGE_REF",
+    "AgentSandboxUnavailable",
+    "AgentSource",
+    "agent_for_unit",
+    "image_agent_for_unit",
+    "refuse_at_submission",
+]
