@@ -4,7 +4,7 @@ environment made of an allow-list, the system's folders and the worker's Python 
 work dir the only writable host folder, a private size-limited /tmp. docs/sandbox.md says what
 holds and what does not.
 
-Each command runs under a helper process (`_reaper.py`) that stays outside the jail and owns the
+Each command runs under a helper process (`_reaper/`) that stays outside the jail and owns the
 deadline, the limits the kernel does not enforce (the jail's processes for a root worker, its
 total memory, the work dir's size) and the kill; it cleans up on its own should the worker die
 meanwhile. Where no jail can start, commands are refused (an infrastructure error naming the
@@ -37,7 +37,7 @@ from workers.sandbox.base import (
 )
 
 log = logging.getLogger(__name__)
-REAPER = str(Path(__file__).with_name("_reaper.py"))
+REAPER = str(Path(__file__).with_name("_reaper"))  # a package: workers/sandbox/_reaper/
 # The helper is imported rather than run as a script: a script is compiled at every start (6 ms),
 # a module comes from its cached bytecode.
 HELPER = [
