@@ -3,8 +3,8 @@ eslint (stylish, its default format).
 
 Each parser returns the errors and warnings it reads, or None when the text is not that linter's;
 ``parse_lint_output`` tries the one named, or each in turn, and otherwise falls back to the exit
-code (scoring.race.score_lint_outcome: 0 → 100, else 0). Formats are checked against real captured
-output in tests/race/captured/ (lint_manifest.json). Pure: text in, counts out.
+code (scoring.race_dimensions.score_lint_outcome: 0 → 100, else 0). Formats are checked against
+real captured output in tests/race/captured/ (lint_manifest.json). Pure: text in, counts out.
 
 What counts as an error and what as a warning:
 
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from scoring._common import StrictModel
-from scoring.race import LintCounts, LintOutcome
+from scoring.race_dimensions import LintCounts, LintOutcome
 
 LinterName = Literal["ruff", "flake8", "clippy", "eslint"]
 # Other names a caller may give a linter whose output one of the parsers reads.
@@ -166,7 +166,7 @@ class LintReport(StrictModel):
     counts: LintCounts | None
 
     def outcome(self, timed_out: bool = False) -> LintOutcome:
-        """As the race's raw measures hold it (scoring.race.LintOutcome)."""
+        """As the race's raw measures hold it (scoring.race_dimensions.LintOutcome)."""
         return LintOutcome(
             exit_code=self.exit_code, timed_out=timed_out, counts=self.counts, linter=self.linter
         )

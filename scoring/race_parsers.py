@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from scoring._common import StrictModel
-from scoring.race import DimensionResult, TestCounts, TestOutcome, score_tests_outcome
+from scoring.race_dimensions import DimensionResult, TestCounts, TestOutcome, score_tests_outcome
 
 RunnerName = Literal["junit", "pytest", "jest", "cargo", "go"]
 
@@ -174,7 +174,7 @@ class TestReport(StrictModel):
     counts: TestCounts | None
 
     def outcome(self, timed_out: bool = False) -> TestOutcome:
-        """As the race's raw measures hold it (scoring.race.TestOutcome)."""
+        """As the race's raw measures hold it (scoring.race_dimensions.TestOutcome)."""
         return TestOutcome(
             exit_code=self.exit_code, timed_out=timed_out, counts=self.counts, runner=self.runner
         )
@@ -190,7 +190,7 @@ def parse_test_output(text: str, exit_code: int, runner: RunnerName | None = Non
 
 
 def score_tests_report(agent: TestReport, baseline: TestReport | None) -> DimensionResult:
-    """The tests score (scoring.race.score_tests_outcome): the rubric's formula when the agent's
-    counts are known, without the baseline terms (and a note) when the baseline's are not, else
-    the exit code."""
+    """The tests score (scoring.race_dimensions.score_tests_outcome): the rubric's formula when
+    the agent's counts are known, without the baseline terms (and a note) when the baseline's are
+    not, else the exit code."""
     return score_tests_outcome(agent.outcome(), baseline.outcome() if baseline else None)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scoring.race import LintCounts, score_lint, score_lint_outcome
+from scoring.race_dimensions import LintCounts, score_lint, score_lint_outcome
 from scoring.race_lint import (
     LINT_PARSERS,
     LintReport,

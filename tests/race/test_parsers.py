@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scoring.race import TestCounts, score_tests
+from scoring.race_dimensions import TestCounts, score_tests
 from scoring.race_parsers import (
     MAX_JUNIT_CHARS,
     PARSERS,

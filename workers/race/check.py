@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from scoring.race import LintCounts, TestCounts
+from scoring.race_dimensions import LintCounts, TestCounts
 from scoring.race_lint import parse_lint_output
 from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output

@@ -1,0 +1,115 @@
+"""A race's checks reduced: their raw measures scored together (scoring.race_measures.score_race:
+tests and lint against the baseline, speed against the fastest agent), and the summary `arena race
+results` prints: ranking, verdict, notes, errors and their measures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scoring.race import RaceOutcome
+from scoring.race_dimensions import BuildOutcome, LintOutcome, TestOutcome
+from scoring.race_measures import (
+    AgentMeasures,
+    BaselineMeasures,
+    RaceMeasures,
+    score_race,
+)
+from scoring.race_measures import DiffStats as ScoredDiff
+from tasks.workloads.base import UnitResult, ValidatedBatch
+from tasks.workloads.race_spec import BASELINE, RaceAgentSpec, RaceItem, RaceParams
+
+
+def _outcome(run: dict[str, Any] | None, kind: type[Any]) -> Any:
+    if run is None:
+        return None
+    fields = {
+        "exit_code": run["exit_code"] if run["exit_code"] is not None else -1,
+        "timed_out": run["timed_out"],
+    }
+    if kind is TestOutcome:
+        fields |= {"counts": run["counts"], "runner": run["runner"]}
+    elif kind is LintOutcome:
+        fields |= {"counts": run["counts"], "linter": run["linter"]}
+    return kind.model_validate(fields, strict=False)
+
+
+def agent_measures(
+    agents: dict[str, RaceAgentSpec], by_agent: dict[str, UnitResult]
+) -> list[AgentMeasures]:
+    """The raw measures of each agent whose check ran (an error result has none)."""
+    return [
+        AgentMeasures(
+            name=name,
+            build=_outcome(r.result["build"], BuildOutcome),
+            tests=_outcome(r.result["tests"], TestOutcome),
+            lint=_outcome(r.result["lint"], LintOutcome),
+            diff=ScoredDiff.model_validate(r.result["diff"], strict=False),
+            duration_s=agents[name].duration(),
+        )
+        for name, r in by_agent.items()
+        if name != BASELINE and r.status == "ok"
+    ]
+
+
+def score_measures(
+    item: RaceItem, params: RaceParams, base_raw: dict[str, Any], measures: list[AgentMeasures]
+) -> RaceOutcome:
+    """The race scored (scoring.race_measures.score_race) against the baseline's tests and
+    lint."""
+    return score_race(
+        RaceMeasures(
+            task=item.task,
+            weights=params.weights,
+            thresholds=params.thresholds,
+            configured=params.configured(),
+            baseline=BaselineMeasures(
+                tests=_outcome(base_raw.get("tests"), TestOutcome),
+                lint=_outcome(base_raw.get("lint"), LintOutcome),
+            ),
+            agents=measures,
+        )
+    )
+
+
+def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[str, Any]:
+    """The race scored from its checks' raw measures (scoring.race_measures.score_race), and the
+    summary `arena race results` prints: ranking, verdict, notes, errors and their measures."""
+    item: RaceItem = batch.items[0]
+    agents = {a.name: a for a in batch.agents}
+    by_agent = {r.agent: r for r in results}
+    baseline = by_agent.get(BASELINE)
+    base_ok = baseline is not None and baseline.status == "ok"
+    base_raw = baseline.result if baseline is not None and base_ok else {}
+    measures = agent_measures(agents, by_agent)
+    errors = {r.agent: r.reason or "error" for r in results if r.status == "error"}
+    outcome = None
+    if measures:
+        outcome = score_measures(item, batch.params, base_raw, measures)
+    measured = {m.name: m.model_dump(mode="json", exclude={"name"}) for m in measures}
+    ranked = [
+        {
+            **a.model_dump(mode="json"),
+            "branch": agents[a.name].branch,
+            "commit": by_agent[a.name].result["commit"],
+            "measures": measured[a.name],
+        }
+        for a in (outcome.agents if outcome else [])
+    ]
+    summary = {
+        "task": item.task,
+        "repo": item.repo,
+        "base": item.base,
+        "base_commit": base_raw.get("commit"),
+        "verdict": outcome.verdict.value if outcome is not None else "all-failed",
+        "winner": outcome.winner if outcome else None,
+        "winner_branch": agents[outcome.winner].branch if outcome and outcome.winner else None,
+        "tied": list(outcome.tied) if outcome else [],
+        "measured": list(outcome.measured) if outcome else [],
+        "agents": ranked,
+        "errors": errors,
+        "baseline": {k: base_raw.get(k) for k in ("commit", "build", "tests", "lint")}
+        if base_ok
+        else {"error": errors.get(BASELINE, "no baseline check")},
+    }
+    return summary
