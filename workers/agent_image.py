@@ -303,9 +303,15 @@ def container_user() -> tuple[int, int]:
 
 
 def _create(
-    client: Any, image: str, label: str, name: str, mount: str, user: tuple[int, int],
-    options: dict[str, Any], deadline_s: float,
-) -> Any:  # fmt: skip
+    client: Any,
+    image: str,
+    label: str,
+    name: str,
+    mount: str,
+    user: tuple[int, int],
+    options: dict[str, Any],
+    deadline_s: float,
+) -> Any:
     import docker.errors
 
     try:

@@ -124,8 +124,12 @@ def play_episode(
     arm: int | None = None
     reward: float | None = None
     for pull in range(pulls):
-        observation = {"n_arms": len(probabilities), "pull": pull, "last_arm": arm,
-                       "last_reward": reward}  # fmt: skip
+        observation = {
+            "n_arms": len(probabilities),
+            "pull": pull,
+            "last_arm": arm,
+            "last_reward": reward,
+        }
         arm = agent.act(observation)
         if isinstance(arm, bool) or not isinstance(arm, int) or not 0 <= arm < len(probabilities):
             raise ValueError(f"agent chose arm {arm!r}; arms are 0..{len(probabilities) - 1}")

@@ -269,9 +269,11 @@ def engine_fingerprint() -> str:
     # What an install ships (modules and their data), so a worker image built from this tree
     # has the same fingerprint: build files beside the code (workers/docker/) do not count.
     shipped = [
-        path for name in ENGINE_PACKAGES for path in sorted(_files_under(here / name))
+        path
+        for name in ENGINE_PACKAGES
+        for path in sorted(_files_under(here / name))
         if path.suffix in ENGINE_SUFFIXES
-    ]  # fmt: skip
+    ]
     digest = hashlib.sha256()
     for path in shipped:
         digest.update(path.relative_to(here).as_posix().encode() + b"\0")

@@ -48,9 +48,13 @@ class HttpAgent:
     """One HTTP agent for one unit, behind a CircuitBreaker."""
 
     def __init__(
-        self, url: str, timeout_s: float = 10.0, headers: dict[str, str] | None = None,
-        trip_after: int = 3, probe_every: int = 10,
-    ) -> None:  # fmt: skip
+        self,
+        url: str,
+        timeout_s: float = 10.0,
+        headers: dict[str, str] | None = None,
+        trip_after: int = 3,
+        probe_every: int = 10,
+    ) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self._client = httpx.Client(timeout=timeout_s, headers=headers or {})

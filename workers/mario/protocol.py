@@ -19,8 +19,12 @@ _RIGHT_ONLY = [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A
 _SIMPLE = [*_RIGHT_ONLY, ["A"], ["left"]]
 _COMPLEX = [
     *_SIMPLE,
-    ["left", "A"], ["left", "B"], ["left", "A", "B"], ["down"], ["up"],
-]  # fmt: skip
+    ["left", "A"],
+    ["left", "B"],
+    ["left", "A", "B"],
+    ["down"],
+    ["up"],
+]
 ACTION_SETS: dict[str, list[list[str]]] = {
     "right_only": _RIGHT_ONLY,
     "simple": _SIMPLE,
@@ -28,9 +32,16 @@ ACTION_SETS: dict[str, list[list[str]]] = {
 }
 # The controller byte of each button (nes_py.wrappers.JoypadSpace's map).
 BUTTON_BITS = {
-    "right": 0b10000000, "left": 0b01000000, "down": 0b00100000, "up": 0b00010000,
-    "start": 0b00001000, "select": 0b00000100, "B": 0b00000010, "A": 0b00000001, "NOOP": 0,
-}  # fmt: skip
+    "right": 0b10000000,
+    "left": 0b01000000,
+    "down": 0b00100000,
+    "up": 0b00010000,
+    "start": 0b00001000,
+    "select": 0b00000100,
+    "B": 0b00000010,
+    "A": 0b00000001,
+    "NOOP": 0,
+}
 
 
 class MarioProtocol(BaseModel):

@@ -99,9 +99,12 @@ def forget_credentials(workdir: Path, repo: str) -> None:
 
 
 def _run(
-    session: SandboxSession, which: str, command: str, commands: CheckCommands,
+    session: SandboxSession,
+    which: str,
+    command: str,
+    commands: CheckCommands,
     echo: Callable[[str], None],
-) -> CommandResult:  # fmt: skip
+) -> CommandResult:
     done = session.run(command, commands.timeout_s)
     status = "timed out" if done.timed_out else f"exit {done.exit_code}"
     echo(f"== {which}: {command} ({status}, {done.duration_s:.2f}s)")
@@ -119,10 +122,13 @@ def _run(
 
 def _fields(done: CommandResult) -> dict[str, object]:
     return {
-        "command": done.command, "exit_code": done.exit_code, "timed_out": done.timed_out,
-        "duration_s": done.duration_s, "output_tail": done.output[-TAIL_CHARS:],
+        "command": done.command,
+        "exit_code": done.exit_code,
+        "timed_out": done.timed_out,
+        "duration_s": done.duration_s,
+        "output_tail": done.output[-TAIL_CHARS:],
         "output_bytes": done.output_bytes,
-    }  # fmt: skip
+    }
 
 
 def _junit_counts(workdir: Path, relative: str) -> TestCounts | None:
@@ -177,11 +183,15 @@ def run_check(
         checkout(workdir, commit)
         forget_credentials(workdir, repo)
         result = CheckResult(
-            role=role, ref=ref, commit=commit, base_commit=base_commit,
-            diff=diff_stats(workdir, base_commit, commit) if role == "agent" else
-            DiffStats(lines_added=0, lines_removed=0, files_changed=0),
+            role=role,
+            ref=ref,
+            commit=commit,
+            base_commit=base_commit,
+            diff=diff_stats(workdir, base_commit, commit)
+            if role == "agent"
+            else DiffStats(lines_added=0, lines_removed=0, files_changed=0),
             checkout_s=time.perf_counter() - started,
-        )  # fmt: skip
+        )
         _measure(result, workdir, commands, sandbox, limits, echo)
         return result
     finally:
@@ -189,9 +199,13 @@ def run_check(
 
 
 def _measure(
-    result: CheckResult, workdir: Path, commands: CheckCommands, sandbox: Sandbox,
-    limits: SandboxLimits | None, echo: Callable[[str], None],
-) -> None:  # fmt: skip
+    result: CheckResult,
+    workdir: Path,
+    commands: CheckCommands,
+    sandbox: Sandbox,
+    limits: SandboxLimits | None,
+    echo: Callable[[str], None],
+) -> None:
     """Build, then tests and lint unless the build failed (the seed's short-circuit; the
     baseline is measured whole, so every agent is compared with the same numbers). The three
     run in one sandbox session: the Docker sandbox starts one container for them all."""
@@ -201,9 +215,12 @@ def _measure(
 
 
 def _measure_in(
-    result: CheckResult, workdir: Path, commands: CheckCommands, session: SandboxSession,
+    result: CheckResult,
+    workdir: Path,
+    commands: CheckCommands,
+    session: SandboxSession,
     echo: Callable[[str], None],
-) -> None:  # fmt: skip
+) -> None:
     if commands.build:
         done = _run(session, "build", commands.build, commands, echo)
         result.build = CommandRun.model_validate(_fields(done))

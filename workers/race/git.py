@@ -31,9 +31,21 @@ _URL = re.compile(f"({_SCHEME})://")
 # What the environment of an isolated git keeps: the path to find git, and what a remote over
 # https needs on a host behind a proxy or with its own certificates. Nothing else: not HOME,
 # SSH_AUTH_SOCK, XDG_CONFIG_HOME, Arena's settings or secrets.
-_PASSED = ("PATH", "TMPDIR", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR",
-           "http_proxy", "https_proxy", "no_proxy", "all_proxy",
-           "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")  # fmt: skip
+_PASSED = (
+    "PATH",
+    "TMPDIR",
+    "TZ",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+)
 
 RepoKind = Literal["local", "url", "helper", "scp"]
 
@@ -97,18 +109,28 @@ def git_environment(transports: Sequence[str] = ()) -> dict[str, str]:
     this one starts)."""
     env = {k: os.environ[k] for k in _PASSED if k in os.environ}
     env.update(
-        HOME=os.devnull, GIT_CONFIG_GLOBAL=GLOBAL_CONFIG, GIT_CONFIG_NOSYSTEM="1",
-        GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true", GIT_PAGER="cat", LC_ALL="C",
+        HOME=os.devnull,
+        GIT_CONFIG_GLOBAL=GLOBAL_CONFIG,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_ASKPASS="true",
+        GIT_PAGER="cat",
+        LC_ALL="C",
         GIT_ALLOW_PROTOCOL=":".join(transports),
         GIT_SSH_COMMAND="false",  # a second lock: no transport allowed here is ssh
-    )  # fmt: skip
+    )
     return env
 
 
 def _isolated(transports: Sequence[str]) -> list[str]:
     allow = [f"protocol.{name}.allow=always" for name in transports]
-    options = ["core.hooksPath=/dev/null", "core.fsmonitor=false", "advice.detachedHead=false",
-               "protocol.allow=never", *allow]  # fmt: skip
+    options = [
+        "core.hooksPath=/dev/null",
+        "core.fsmonitor=false",
+        "advice.detachedHead=false",
+        "protocol.allow=never",
+        *allow,
+    ]
     return ["git", *(part for option in options for part in ("-c", option))]
 
 
@@ -121,9 +143,12 @@ def user_environment() -> dict[str, str]:
 
 
 def git(
-    *args: str, cwd: Path | None = None, timeout_s: float = GIT_TIMEOUT_S, isolated: bool = True,
+    *args: str,
+    cwd: Path | None = None,
+    timeout_s: float = GIT_TIMEOUT_S,
+    isolated: bool = True,
     transports: Sequence[str] = (),
-) -> str:  # fmt: skip
+) -> str:
     """Run git; its stdout, or GitError. `transports`: what this call may fetch over (none by
     default). `isolated=False` (a merge into the user's own repository) keeps the user's
     identity, configuration and hooks."""
@@ -133,9 +158,15 @@ def git(
         command, env = ["git"], user_environment()
     try:
         done = subprocess.run(
-            [*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
-            timeout=timeout_s, stdin=subprocess.DEVNULL, check=False,
-        )  # fmt: skip
+            [*command, *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except FileNotFoundError:
         raise GitError("git is not installed on this worker") from None
     except subprocess.TimeoutExpired:
@@ -152,9 +183,14 @@ def is_repository(path: Path) -> bool:
     env = {**git_environment(), "GIT_CEILING_DIRECTORIES": str(path.parent)}
     try:
         done = subprocess.run(
-            [*_isolated(()), "rev-parse", "--absolute-git-dir"], cwd=path, env=env,
-            capture_output=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False,
-        )  # fmt: skip
+            [*_isolated(()), "rev-parse", "--absolute-git-dir"],
+            cwd=path,
+            env=env,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):  # not a folder, not ours to read
         return False
     return done.returncode == 0
@@ -162,8 +198,9 @@ def is_repository(path: Path) -> bool:
 
 def _verify(ref: str, cwd: Path) -> str | None:
     """The commit `ref` names in the repository at `cwd`; None when it names none."""
-    found = git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}",
-                cwd=cwd).strip()  # fmt: skip
+    found = git(
+        "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", cwd=cwd
+    ).strip()
     return found or None
 
 
@@ -180,8 +217,9 @@ def resolve_commit(repo: str, ref: str) -> str | None:
             if "not a git repository" in str(exc):
                 raise GitError(f"{repo} is not a git repository") from None
             return None
-    listed = git("ls-remote", "--", repo, f"refs/heads/{ref}", f"refs/tags/{ref}",
-                 transports=[transport])  # fmt: skip
+    listed = git(
+        "ls-remote", "--", repo, f"refs/heads/{ref}", f"refs/tags/{ref}", transports=[transport]
+    )
     first = listed.split()
     if first:
         return first[0]
@@ -225,8 +263,7 @@ def diff_stats(checkout_dir: Path, base: str, commit: str) -> DiffStats:
     """What the branch changed since it left the base (`base...commit`, three dots: a base
     that moved on does not count against the agent). Renames are detected, as `git diff --stat`
     does by default; a binary file counts as changed with 0 lines."""
-    out = git("diff", "--numstat", "--end-of-options", f"{base}...{commit}", "--",
-              cwd=checkout_dir)  # fmt: skip
+    out = git("diff", "--numstat", "--end-of-options", f"{base}...{commit}", "--", cwd=checkout_dir)
     added = removed = files = 0
     for line in out.splitlines():
         parts = line.split("\t", 2)

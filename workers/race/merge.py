@@ -31,11 +31,17 @@ def _worktree_of(repo: Path, base: str) -> Path | None:
 
 def _merge_in(worktree: Path, commit: str, message: str) -> None:
     try:
-        _git("merge", "--no-ff", "--no-edit", "-m", message, "--end-of-options", commit,
-             cwd=worktree)  # fmt: skip
+        _git(
+            "merge", "--no-ff", "--no-edit", "-m", message, "--end-of-options", commit, cwd=worktree
+        )
     except GitError as exc:
-        subprocess.run(["git", "merge", "--abort"], cwd=worktree, env=user_environment(),
-                       capture_output=True, check=False)  # fmt: skip
+        subprocess.run(
+            ["git", "merge", "--abort"],
+            cwd=worktree,
+            env=user_environment(),
+            capture_output=True,
+            check=False,
+        )
         raise GitError(
             f"{exc} (nothing was merged; merge by hand: git merge {commit[:12]})"
         ) from None

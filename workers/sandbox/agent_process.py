@@ -43,6 +43,7 @@ from workers.agent_wire import (
 )
 from workers.sandbox.base import SandboxUnavailable
 from workers.sandbox.bwrap import Jail, require
+from workers.sandbox.seccomp import jail_filter
 
 EXIT_GRACE_S = 2.0  # how long a process that closed its socket has to exit before it is killed
 SHM_BYTES = 4 << 20  # arrays up to this size travel through shared memory (a frame: 180 KiB)
@@ -141,25 +142,32 @@ class AgentProcess:
         out_read, out_write = os.pipe()
         shm_fd = os.memfd_create("arena-agent-frame", 0)
         os.ftruncate(shm_fd, SHM_BYTES)
-        seccomp_fd = _jail_filter() if self.plan.seccomp else None
+        seccomp_fd = jail_filter() if self.plan.seccomp else None
         config = {
-            "fd": theirs.fileno(), "shm_fd": shm_fd, "paths": list(self.plan.paths),
-            "cwd": self.plan.cwd, "memory_mb": self.plan.memory_mb,
-            "memory_rlimit": self.plan.memory_rlimit, "file_mb": self.plan.file_mb,
+            "fd": theirs.fileno(),
+            "shm_fd": shm_fd,
+            "paths": list(self.plan.paths),
+            "cwd": self.plan.cwd,
+            "memory_mb": self.plan.memory_mb,
+            "memory_rlimit": self.plan.memory_rlimit,
+            "file_mb": self.plan.file_mb,
             "spin_s": SPIN_S,
-        }  # fmt: skip
+        }
         boot = BOOT.format(root=str(self.plan.arena_root))
         command = [sys.executable, *PYTHON_FLAGS, "-c", boot, json.dumps(config)]
         passed = [theirs.fileno(), shm_fd, *([seccomp_fd] if seccomp_fd is not None else [])]
         try:
             self.proc = subprocess.Popen(
                 self.plan.jail.argv(command, bwrap, seccomp_fd=seccomp_fd),
-                stdin=subprocess.DEVNULL, stdout=out_write, stderr=out_write,
-                pass_fds=passed, close_fds=True,
+                stdin=subprocess.DEVNULL,
+                stdout=out_write,
+                stderr=out_write,
+                pass_fds=passed,
+                close_fds=True,
                 # bwrap's own environment: its process is the jail's pid 1, whose
                 # /proc/1/environ the agent can read (--clearenv clears only the agent's).
                 env=dict(self.plan.jail.env),
-            )  # fmt: skip
+            )
         finally:
             for fd in (theirs.detach(), out_write, *passed[2:]):
                 os.close(fd)
@@ -384,12 +392,3 @@ def _value(answer: dict[str, Any], memory_mb: int) -> Any:
     if isinstance(raised, list) and len(raised) == 2:
         raise agent_exception(str(raised[0]))(str(raised[1])[:1000])
     raise AgentFault(f"the agent's process answered {str(answer)[:100]}")
-
-
-def _jail_filter() -> int | None:
-    """The jail's system-call filter (workers.sandbox.seccomp), where libseccomp is."""
-    try:
-        from workers.sandbox.seccomp import jail_filter
-    except ImportError:
-        return None
-    return jail_filter()

@@ -60,10 +60,13 @@ class AgentSource(BaseModel):
             return {"entry_point": self.entry_point}
         return {
             "sb3": {
-                "path": self.checkpoint, "grayscale": self.grayscale, "resize": self.resize,
-                "frame_stack": self.frame_stack, "device": self.device,
+                "path": self.checkpoint,
+                "grayscale": self.grayscale,
+                "resize": self.resize,
+                "frame_stack": self.frame_stack,
+                "device": self.device,
             }
-        }  # fmt: skip
+        }
 
 
 class AgentSandboxUnavailable(SandboxUnavailable):
@@ -210,14 +213,21 @@ def plan_for(source: AgentSource, limits: AgentLimits) -> ProcessPlan:
             readable.append(checkpoint)
     cuda = source.device == "cuda"
     jail = Jail(
-        workdir=arena[0], readable=readable, env=agent_environment(limits),
-        tmp_mb=AGENT_TMP_MB, devices=gpu_devices() if cuda else (),
-    )  # fmt: skip
+        workdir=arena[0],
+        readable=readable,
+        env=agent_environment(limits),
+        tmp_mb=AGENT_TMP_MB,
+        devices=gpu_devices() if cuda else (),
+    )
     return ProcessPlan(
-        jail=jail, arena_root=arena[0].parent, paths=tuple(dict.fromkeys(paths)),
-        cwd=os.getcwd(), memory_mb=limits.memory_mb,
-        memory_rlimit="data" if cuda else "as", file_mb=AGENT_TMP_MB,
-    )  # fmt: skip
+        jail=jail,
+        arena_root=arena[0].parent,
+        paths=tuple(dict.fromkeys(paths)),
+        cwd=os.getcwd(),
+        memory_mb=limits.memory_mb,
+        memory_rlimit="data" if cuda else "as",
+        file_mb=AGENT_TMP_MB,
+    )
 
 
 def agent_roots(entry_point: str, limits: AgentLimits) -> list[Path]:
@@ -248,9 +258,10 @@ def check_bindable(root: Path, limits: AgentLimits) -> None:
     data folder (the embedded Redis's socket) would bind them too, so it is refused."""
     real = root.resolve()
     guarded = {
-        "the working directory": Path.cwd(), "HOME": Path.home(),
+        "the working directory": Path.cwd(),
+        "HOME": Path.home(),
         "the data folder": limits.data_dir.resolve(),
-    }  # fmt: skip
+    }
     for what, path in guarded.items():
         if path == real or real in path.parents:
             raise ValueError(

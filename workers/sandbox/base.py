@@ -28,18 +28,51 @@ from pydantic import BaseModel, ConfigDict, Field
 # gpg-agent, the Docker engine, a Kubernetes config), files of passwords, git's own settings
 # (credential helpers, extra headers), and any URL that carries a user or password.
 SCRUBBED_PREFIXES = (
-    "ARENA_", "CELERY_", "REDIS_", "PROMETHEUS_", "AWS_", "GOOGLE_", "AZURE_", "DOCKER_",
-    "SSH_", "GPG_", "KUBE", "GIT_CONFIG", "VAULT_",
-)  # fmt: skip
-SCRUBBED_NAMES = frozenset({
-    "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "REDISCLI_AUTH", "DATABASE_URL", "NETRC",
-    "PGPASSFILE", "PGSERVICEFILE", "MYSQL_PWD", "GIT_ASKPASS", "BOTO_CONFIG",
-    "NPM_CONFIG_USERCONFIG", "CLOUDSDK_CONFIG",
-})  # fmt: skip
+    "ARENA_",
+    "CELERY_",
+    "REDIS_",
+    "PROMETHEUS_",
+    "AWS_",
+    "GOOGLE_",
+    "AZURE_",
+    "DOCKER_",
+    "SSH_",
+    "GPG_",
+    "KUBE",
+    "GIT_CONFIG",
+    "VAULT_",
+)
+SCRUBBED_NAMES = frozenset(
+    {
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "VIRTUAL_ENV",
+        "REDISCLI_AUTH",
+        "DATABASE_URL",
+        "NETRC",
+        "PGPASSFILE",
+        "PGSERVICEFILE",
+        "MYSQL_PWD",
+        "GIT_ASKPASS",
+        "BOTO_CONFIG",
+        "NPM_CONFIG_USERCONFIG",
+        "CLOUDSDK_CONFIG",
+    }
+)
 SCRUBBED_PARTS = (
-    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "API_KEY", "APIKEY",
-    "PRIVATE_KEY", "ACCESS_KEY", "SESSION_KEY", "_AUTH_",
-)  # fmt: skip
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "API_KEY",
+    "APIKEY",
+    "PRIVATE_KEY",
+    "ACCESS_KEY",
+    "SESSION_KEY",
+    "_AUTH_",
+)
 SCRUBBED_SUFFIXES = ("_AUTH", "_DSN")  # REDISCLI_AUTH, NPM_CONFIG__AUTH, SENTRY_DSN (not AUTHOR)
 # scheme://user@host or scheme://user:password@host, in any variable's value.
 URL_WITH_USER = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s@]+@", re.IGNORECASE)
@@ -103,9 +136,14 @@ class Sandbox(ABC):
 
     @abstractmethod
     def run(
-        self, command: str, workdir: Path, timeout_s: float, env: Mapping[str, str] | None = None,
-        limits: SandboxLimits | None = None, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    ) -> CommandResult:  # fmt: skip
+        self,
+        command: str,
+        workdir: Path,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        limits: SandboxLimits | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> CommandResult:
         """Run `/bin/sh -c command` in `workdir` with at most `timeout_s` of wall time.
 
         `env` is the base environment (default: the worker's), scrubbed either way by
@@ -117,9 +155,12 @@ class Sandbox(ABC):
         return None
 
     def session(
-        self, workdir: Path, limits: SandboxLimits | None = None, *,
+        self,
+        workdir: Path,
+        limits: SandboxLimits | None = None,
+        *,
         budget_s: float | None = None,
-    ) -> SandboxSession:  # fmt: skip
+    ) -> SandboxSession:
         """A session for several commands in `workdir` under `limits` (a check's build, tests
         and lint), to use as a context manager: `with sandbox.session(w) as s: s.run(...)`.
         `budget_s`: about how long all its commands may take together (their deadlines
@@ -136,9 +177,12 @@ class SandboxSession(ABC):
 
     @abstractmethod
     def run(
-        self, command: str, timeout_s: float, env: Mapping[str, str] | None = None,
+        self,
+        command: str,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    ) -> CommandResult:  # fmt: skip
+    ) -> CommandResult:
         """As `Sandbox.run`, in the session's work dir under its limits. After it returns,
         nothing the command started runs."""
 
@@ -150,9 +194,11 @@ class SandboxSession(ABC):
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
         trace: TracebackType | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.close()
 
 
@@ -163,13 +209,20 @@ class CommandSession(SandboxSession):
         self.sandbox, self.workdir, self.limits = sandbox, workdir, limits
 
     def run(
-        self, command: str, timeout_s: float, env: Mapping[str, str] | None = None,
+        self,
+        command: str,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    ) -> CommandResult:  # fmt: skip
+    ) -> CommandResult:
         return self.sandbox.run(
-            command, self.workdir, timeout_s, env=env, limits=self.limits,
+            command,
+            self.workdir,
+            timeout_s,
+            env=env,
+            limits=self.limits,
             max_output_bytes=max_output_bytes,
-        )  # fmt: skip
+        )
 
     def close(self) -> None:
         """Nothing to end: each command's run ended all of its own."""
@@ -205,4 +258,3 @@ def scrubbed_environment(base: Mapping[str, str] | None = None) -> dict[str, str
         path = os.pathsep.join([bin_dir, *(p for p in path.split(os.pathsep) if p != bin_dir)])
     env["PATH"] = path
     return env
-

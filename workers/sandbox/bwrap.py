@@ -35,11 +35,25 @@ JAIL_UID = JAIL_GID = 65534  # nobody: what `id` says inside
 # recreated as symlinks). Not /etc whole: only the entries programs need to run (ETC_ENTRIES).
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_ENTRIES = (
-    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group",
-    "nsswitch.conf", "hosts", "localtime", "timezone", "ssl/certs", "ca-certificates",
-    "ca-certificates.conf", "mime.types", "os-release", "debian_version", "profile",
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "localtime",
+    "timezone",
+    "ssl/certs",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "mime.types",
+    "os-release",
+    "debian_version",
+    "profile",
     "java-17-openjdk",
-)  # fmt: skip
+)
 # Not /etc/pip.conf, /etc/xdg/pip, /etc/gitconfig, /etc/netrc and the like: an operator's index
 # or remote credentials live there, and a jail has no network to use them on anyway.
 # What a command may find in its environment when the caller passes nothing else.
@@ -70,9 +84,13 @@ class Jail:
     devices: Sequence[Path] = ()
 
     def argv(
-        self, command: Sequence[str], bwrap: str | None = None, *,
-        seccomp_fd: int | None = None, proc: bool | None = None,
-    ) -> list[str]:  # fmt: skip
+        self,
+        command: Sequence[str],
+        bwrap: str | None = None,
+        *,
+        seccomp_fd: int | None = None,
+        proc: bool | None = None,
+    ) -> list[str]:
         """`bwrap ... -- command...` for this jail. `seccomp_fd`: a BPF filter for the jail
         (workers.sandbox.seccomp.jail_filter; the caller passes the fd to bwrap and closes it).
         `proc`: mount a /proc of the jail's own (default: where this host allows it, else the
@@ -109,9 +127,12 @@ def default_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     the locale, CI=true and TERM=dumb (tools print plainly), plus `extra`."""
     env = {n: os.environ[n] for n in DEFAULT_ENV_NAMES if n in os.environ}
     env.update(
-        PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", HOME="/tmp",
-        CI="true", TERM="dumb", PYTHONDONTWRITEBYTECODE="1",
-    )  # fmt: skip
+        PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        HOME="/tmp",
+        CI="true",
+        TERM="dumb",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     env.update(extra or {})
     return env
 
@@ -159,9 +180,11 @@ def _probe() -> tuple[str | None, bool]:
         try:
             done = subprocess.run(
                 jail.argv(["/bin/sh", "-c", "exit 0"], bwrap=binary, proc=proc),
-                capture_output=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
                 check=False,
-            )  # fmt: skip
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"bubblewrap ({binary}) could not run: {exc}", False
         if done.returncode == 0:

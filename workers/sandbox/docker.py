@@ -15,7 +15,6 @@ import contextlib
 import logging
 import math
 import os
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,14 +35,11 @@ from workers.sandbox.containers import (
     owner_labels,
     remove_quietly,
 )
+from workers.sandbox.docker_exec import EXIT_KILLED, READ_WAIT_S, follow
 from workers.sandbox.docker_wrapper import (
     KEEPER_MAX_S,
-    OOM_READ_WAIT_S,
-    OOM_SCRIPT,
     OutputCap,
-    WrapperStatus,
     container_environment,
-    drain_demuxed,
     image_scrubbed,
     keeper_uid,
     out_of_memory,
@@ -57,9 +53,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 DEFAULT_IMAGE = "arena-worker-cpu:latest"
 DEFAULT_PATH = "/opt/arena/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-EXIT_KILLED = 137  # 128 + SIGKILL, as sh reports a killed command
 KILL_WAIT_S = 30.0  # for a killed container to be removed
-READ_WAIT_S = 10.0  # for the rest of the output once the container stopped
 # Past its deadline, how long a container may still be ours (kill, wait, removal): labelled.
 LABEL_GRACE_S = KILL_WAIT_S + READ_WAIT_S
 
@@ -76,10 +70,15 @@ class DockerSandbox(Sandbox):
     kind: ClassVar[str] = "docker"
 
     def __init__(
-        self, image: str = DEFAULT_IMAGE, *, work_dir: Path | None = None,
-        host_work_dir: Path | None = None, network_mode: str = "bridge", path: str = DEFAULT_PATH,
+        self,
+        image: str = DEFAULT_IMAGE,
+        *,
+        work_dir: Path | None = None,
+        host_work_dir: Path | None = None,
+        network_mode: str = "bridge",
+        path: str = DEFAULT_PATH,
         client: docker.DockerClient | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.image = image
         self.work_dir = work_dir
         self.host_work_dir = host_work_dir
@@ -94,15 +93,23 @@ class DockerSandbox(Sandbox):
         return self._client
 
     def session(
-        self, workdir: Path, limits: SandboxLimits | None = None, *,
+        self,
+        workdir: Path,
+        limits: SandboxLimits | None = None,
+        *,
         budget_s: float | None = None,
-    ) -> DockerSession:  # fmt: skip
+    ) -> DockerSession:
         return DockerSession(self, workdir, limits, budget_s)
 
     def run(
-        self, command: str, workdir: Path, timeout_s: float, env: Mapping[str, str] | None = None,
-        limits: SandboxLimits | None = None, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    ) -> CommandResult:  # fmt: skip
+        self,
+        command: str,
+        workdir: Path,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        limits: SandboxLimits | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> CommandResult:
         """A session of one command: nothing of it runs once this returns, and the engine
         removes its container a moment later."""
         budget = timeout_s if not math.isnan(timeout_s) else None
@@ -150,9 +157,12 @@ class DockerSession(SandboxSession):
     process in it) and the next command gets a fresh one."""
 
     def __init__(
-        self, sandbox: DockerSandbox, workdir: Path, limits: SandboxLimits | None,
+        self,
+        sandbox: DockerSandbox,
+        workdir: Path,
+        limits: SandboxLimits | None,
         budget_s: float | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.sandbox = sandbox
         self.workdir = Path(workdir)
         self.limits = limits or SandboxLimits()
@@ -164,11 +174,12 @@ class DockerSession(SandboxSession):
         self.closed = False
 
     def run(
-        self, command: str, timeout_s: float, env: Mapping[str, str] | None = None,
+        self,
+        command: str,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    ) -> CommandResult:  # fmt: skip
-        import docker.errors
-
+    ) -> CommandResult:
         if self.closed:
             raise RuntimeError("this sandbox session is closed")
         started = time.monotonic()
@@ -178,10 +189,15 @@ class DockerSession(SandboxSession):
             code: int | None, timed_out: bool, error: str | None, infrastructure: bool = False
         ) -> CommandResult:
             return CommandResult(
-                command=command, exit_code=code, timed_out=timed_out,
-                duration_s=time.monotonic() - started, output=cap.text(), output_bytes=cap.size,
-                error=error, infrastructure=infrastructure,
-            )  # fmt: skip
+                command=command,
+                exit_code=code,
+                timed_out=timed_out,
+                duration_s=time.monotonic() - started,
+                output=cap.text(),
+                output_bytes=cap.size,
+                error=error,
+                infrastructure=infrastructure,
+            )
 
         if not self.workdir.is_dir():
             return result(
@@ -193,6 +209,19 @@ class DockerSession(SandboxSession):
             source = host_path(self.workdir, self.sandbox.work_dir, self.sandbox.host_work_dir)
         except ValueError as exc:  # a workdir outside the folder shared with the engine's host
             return result(None, False, str(exc))
+        return result(*self._outcome(command, source, timeout_s, env, cap))
+
+    def _outcome(
+        self,
+        command: str,
+        source: str,
+        timeout_s: float,
+        env: Mapping[str, str] | None,
+        cap: OutputCap,
+    ) -> tuple[int | None, bool, str | None, bool]:
+        """Run the command: (exit code, timed out, error, infrastructure) for its result."""
+        import docker.errors  # here: the Docker SDK is imported only where a sandbox runs
+
         try:
             try:
                 code, timed_out, oom = self._command(command, source, timeout_s, env, cap)
@@ -203,19 +232,17 @@ class DockerSession(SandboxSession):
                     self._discard()
                 raise
         except EngineUnavailable as exc:
-            return result(None, False, str(exc), infrastructure=True)
+            return None, False, str(exc), True
         except docker.errors.ImageNotFound:
             where = os.environ.get("DOCKER_HOST", "the local socket")
             why = f"image {self.sandbox.image} not found on the Docker engine at {where}"
-            return result(
-                None, False, f"{why} (build it: scripts/build-images; never pulled)", True
-            )
+            return None, False, f"{why} (build it: scripts/build-images; never pulled)", True
         except (docker.errors.DockerException, OSError) as exc:  # OSError: requests' too
-            return result(None, False, f"the Docker engine failed: {exc}", infrastructure=True)
+            return None, False, f"the Docker engine failed: {exc}", True
         if oom:  # whatever sh made of it (`cmd || true`), the command did not run to its end
-            return result(EXIT_KILLED, timed_out, out_of_memory(self.limits))
+            return EXIT_KILLED, timed_out, out_of_memory(self.limits), False
         error = f"the command's output was cut short: {cap.failure}" if cap.failure else None
-        return result(code, timed_out, error)
+        return code, timed_out, error, False
 
     def close(self) -> None:
         """End the container without waiting for its removal: SIGTERM to its init, which ends
@@ -237,9 +264,13 @@ class DockerSession(SandboxSession):
             logger.warning("could not remove the sandbox container %s: %s", container.id, exc)
 
     def _command(
-        self, command: str, source: str, timeout_s: float, env: Mapping[str, str] | None,
+        self,
+        command: str,
+        source: str,
+        timeout_s: float,
+        env: Mapping[str, str] | None,
         cap: OutputCap,
-    ) -> tuple[int, bool, bool]:  # fmt: skip
+    ) -> tuple[int, bool, bool]:
         """Run one command in the session's container: (exit code, timed out, OOM-killed)."""
         import docker.errors
 
@@ -256,7 +287,7 @@ class DockerSession(SandboxSession):
             self._discard()  # stopped meanwhile (the OOM killer chose its keeper): a fresh one
             self._ensure(client, source, timeout_s)
             exec_id = self._exec(client, command, env)
-        return self._follow(client, exec_id, timeout_s, cap)
+        return follow(client, exec_id, timeout_s, cap, self.container, self._discard)
 
     def _ensure(self, client: docker.DockerClient, source: str, timeout_s: float) -> bool:
         """Start a container unless the session's own is labelled for long enough to run a
@@ -276,85 +307,15 @@ class DockerSession(SandboxSession):
     ) -> str:
         script = wrapper(self.unset or [])
         created = client.api.exec_create(
-            self.container.id, ["/bin/sh", "-c", script, "/bin/sh", command], stdout=True,
-            stderr=True, user=f"{os.getuid()}:{os.getgid()}", workdir=str(self.workdir.resolve()),
+            self.container.id,
+            ["/bin/sh", "-c", script, "/bin/sh", command],
+            stdout=True,
+            stderr=True,
+            user=f"{os.getuid()}:{os.getgid()}",
+            workdir=str(self.workdir.resolve()),
             environment=container_environment(env, self.sandbox.path),
-        )  # fmt: skip
+        )
         return str(created["Id"])
-
-    def _follow(
-        self, client: docker.DockerClient, exec_id: str, timeout_s: float, cap: OutputCap
-    ) -> tuple[int, bool, bool]:
-        """Start the exec and follow it to its end or the deadline."""
-        deadline = time.monotonic() + timeout_s
-        status = WrapperStatus()
-        stream = client.api.exec_start(exec_id, stream=True, demux=True)
-        # Read by a thread meanwhile, so the command never blocks on a full stream.
-        reader = threading.Thread(target=drain_demuxed, args=(stream, cap, status), daemon=True)
-        reader.start()
-        try:
-            reader.join(remaining(deadline))
-            info = None if reader.is_alive() else self._finished(client, exec_id, deadline)
-            if info is None:  # the deadline: the container goes, with every process in it
-                oom = self._oom_since(client, status.before())
-                self._discard()
-                reader.join(READ_WAIT_S)
-                return EXIT_KILLED, True, oom
-        finally:
-            if reader.is_alive():  # the stream outlived the container (or we were interrupted)
-                stream.close()
-        reported = status.outcome()
-        if info.get("ExitCode") == 0 and reported is not None:  # the wrapper ran to its end
-            code, ooms = reported
-            if ooms:  # the OOM killer may have chosen more than the command: a fresh container
-                self._discard()
-            return code, False, ooms > 0
-        # The wrapper was killed (by the command, or for memory): what the command left may
-        # still run, and only the container's end is sure to stop it.
-        oom = self._oom_since(client, status.before())
-        self._discard()
-        code = info.get("ExitCode")
-        return (code if isinstance(code, int) else EXIT_KILLED), False, oom
-
-    @staticmethod
-    def _finished(client: docker.DockerClient, exec_id: str, deadline: float) -> Any:
-        """The exec's record once the engine has it ended (its stream closes a moment before),
-        or None once `deadline` (monotonic) has passed."""
-        pause = 0.002
-        while True:
-            info = client.api.exec_inspect(exec_id)
-            if not info.get("Running"):
-                return info
-            if remaining(deadline) == 0:
-                return None
-            time.sleep(min(pause, remaining(deadline) or pause))
-            pause = min(pause * 2, 0.05)
-
-    def _oom_since(self, client: docker.DockerClient, before: int | None) -> bool:
-        """Whether the OOM killer struck since the wrapper read `before` (None: it never did):
-        the container's memory cgroup's count, read by an exec as the keeper's uid, for a
-        command whose wrapper could not say (killed, or still running at the deadline). A few
-        seconds at most: an exec may fail or hang in a container whose pids are used up."""
-        if before is None or self.container is None:
-            return False
-        uid = keeper_uid()
-        read = OOM_SCRIPT + 'arena_ooms; echo "$arena_n"'
-        out, status = OutputCap(64), WrapperStatus()
-        try:
-            created = client.api.exec_create(
-                self.container.id, ["/bin/sh", "-c", read], user=f"{uid}:{uid}"
-            )
-            stream = client.api.exec_start(created["Id"], stream=True, demux=True)
-        except Exception:  # DockerException, requests' errors: it stopped meanwhile, say
-            return False
-        reader = threading.Thread(target=drain_demuxed, args=(stream, out, status), daemon=True)
-        reader.start()
-        reader.join(OOM_READ_WAIT_S)
-        if reader.is_alive():
-            stream.close()
-            return False
-        text = out.text().strip()
-        return text.isdigit() and int(text) > before
 
     def _discard(self) -> None:
         """Remove the container, if any (killing whatever runs in it); the next command of the
@@ -362,13 +323,6 @@ class DockerSession(SandboxSession):
         container, self.container, self.deadline = self.container, None, 0.0
         if container is not None:
             remove_quietly(container)
-
-
-def remaining(deadline: float) -> float | None:
-    """Seconds left until `deadline` (monotonic), never below 0; None without one."""
-    if not math.isfinite(deadline):
-        return None
-    return max(deadline - time.monotonic(), 0.0)
 
 
 def work_mounts(workdir: Path, inside: str, source: str) -> list[Any]:

@@ -41,20 +41,39 @@ REAPER = str(Path(__file__).with_name("_reaper"))  # a package: workers/sandbox/
 # The helper is imported rather than run as a script: a script is compiled at every start (6 ms),
 # a module comes from its cached bytecode.
 HELPER = [
-    sys.executable, "-I", "-S", "-c",
+    sys.executable,
+    "-I",
+    "-S",
+    "-c",
     "import sys; sys.path.append(sys.argv[1]); import _reaper; _reaper.main(sys.argv[2:])",
     str(Path(REAPER).parent),
-]  # fmt: skip
+]
 # How long past the deadline the worker waits for the helper before killing it: the helper's
 # own grace and kill loop (at most ~6 s) fit well inside.
 HELPER_SLACK_S = 30.0
 # What of the worker's own environment a jailed command sees (when the caller gives none).
 PASSED_NAMES = frozenset({"LANG", "LANGUAGE", "TZ", "SOURCE_DATE_EPOCH"})
 # What describes the worker's machine rather than the jail: never passed in.
-HOST_NAMES = frozenset({
-    "PATH", "HOME", "PWD", "OLDPWD", "HOSTNAME", "SHLVL", "_", "TMPDIR", "XDG_RUNTIME_DIR",
-    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "MAIL", "USER", "LOGNAME", "SHELL",
-})  # fmt: skip
+HOST_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "PWD",
+        "OLDPWD",
+        "HOSTNAME",
+        "SHLVL",
+        "_",
+        "TMPDIR",
+        "XDG_RUNTIME_DIR",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "MAIL",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+    }
+)
 
 
 class LocalSandbox(Sandbox):
@@ -67,9 +86,14 @@ class LocalSandbox(Sandbox):
     kind: ClassVar[str] = "local"
 
     def __init__(
-        self, shell: str = "/bin/sh", grace_s: float = 1.0, *, jail: bool = True,
-        readonly: Sequence[str] = (".git",), readable: Sequence[Path] = (),
-    ) -> None:  # fmt: skip
+        self,
+        shell: str = "/bin/sh",
+        grace_s: float = 1.0,
+        *,
+        jail: bool = True,
+        readonly: Sequence[str] = (".git",),
+        readable: Sequence[Path] = (),
+    ) -> None:
         self.shell = shell
         self.grace_s = grace_s
         self.jail = jail
@@ -83,14 +107,20 @@ class LocalSandbox(Sandbox):
         return None if why is None else refusal(why)
 
     def run(
-        self, command: str, workdir: Path, timeout_s: float, env: Mapping[str, str] | None = None,
-        limits: SandboxLimits | None = None, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-    ) -> CommandResult:  # fmt: skip
+        self,
+        command: str,
+        workdir: Path,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        limits: SandboxLimits | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> CommandResult:
         limits = limits or SandboxLimits()
         started = time.monotonic()
         if not Path(workdir).is_dir():
-            return _result(command, started, f"workdir {workdir} does not exist or is not a "
-                           "directory")  # fmt: skip
+            return _result(
+                command, started, f"workdir {workdir} does not exist or is not a directory"
+            )
         if "\0" in command or math.isnan(timeout_s):
             return _result(command, started, "a NUL byte in the command or a timeout_s of NaN")
         refused = self.unavailable()
@@ -100,13 +130,23 @@ class LocalSandbox(Sandbox):
             return _result(command, started, f"cannot run {self.shell}: not an executable file")
         bounds = [limits.memory_mb, limits.cpu_s, limits.file_size_mb, limits.open_files]
         options = [
-            repr(float(timeout_s)), repr(self.grace_s), str(os.getpid()),
+            repr(float(timeout_s)),
+            repr(self.grace_s),
+            str(os.getpid()),
             *_words([*bounds, limits.processes]),
-        ]  # fmt: skip
+        ]
         if not self.jail:
             argv = ["plain", *options, "", "", "", str(workdir), "--", self.shell, "-c", command]
-            return self._run(command, argv, workdir, scrubbed_environment(env), None, timeout_s,
-                             max_output_bytes, started)  # fmt: skip
+            return self._run(
+                command,
+                argv,
+                workdir,
+                scrubbed_environment(env),
+                None,
+                timeout_s,
+                max_output_bytes,
+                started,
+            )
         folder = Path(os.path.realpath(workdir))
         filter_fd = seccomp.jail_filter()
         try:
@@ -114,35 +154,55 @@ class LocalSandbox(Sandbox):
             jail = self._jail(command, folder, env, limits, filter_fd)
             argv = ["jail", *options, *caps, str(folder), "--", *jail]
             # The helper's environment is empty: bwrap would carry it into the jail's init.
-            return self._run(command, argv, folder, {}, filter_fd, timeout_s, max_output_bytes,
-                             started)  # fmt: skip
+            return self._run(
+                command, argv, folder, {}, filter_fd, timeout_s, max_output_bytes, started
+            )
         finally:
             if filter_fd is not None:
                 os.close(filter_fd)
 
     def _jail(
-        self, command: str, folder: Path, env: Mapping[str, str] | None, limits: SandboxLimits,
+        self,
+        command: str,
+        folder: Path,
+        env: Mapping[str, str] | None,
+        limits: SandboxLimits,
         filter_fd: int | None,
-    ) -> list[str]:  # fmt: skip
+    ) -> list[str]:
         readonly = [folder / name for name in self.readonly]
         readable = [*bwrap.python_paths(), *toolchains().folders, *self.readable]
         readable += [p for p in readonly if p.is_dir() and not p.is_symlink()]
         jail = bwrap.Jail(
-            workdir=folder, readable=readable, env=jail_environment(env), network=limits.network,
-        )  # fmt: skip
+            workdir=folder,
+            readable=readable,
+            env=jail_environment(env),
+            network=limits.network,
+        )
         return jail.argv([self.shell, "-c", command], bwrap.bwrap_path(), seccomp_fd=filter_fd)
 
     def _run(
-        self, command: str, argv: list[str], workdir: Path, env: Mapping[str, str],
-        filter_fd: int | None, timeout_s: float, max_output_bytes: int, started: float,
-    ) -> CommandResult:  # fmt: skip
+        self,
+        command: str,
+        argv: list[str],
+        workdir: Path,
+        env: Mapping[str, str],
+        filter_fd: int | None,
+        timeout_s: float,
+        max_output_bytes: int,
+        started: float,
+    ) -> CommandResult:
         with tempfile.TemporaryFile() as out:
             try:
                 helper = subprocess.Popen(
-                    [*HELPER, *argv], cwd=workdir, env=env,
-                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=out,
-                    start_new_session=True, pass_fds=() if filter_fd is None else (filter_fd,),
-                )  # fmt: skip
+                    [*HELPER, *argv],
+                    cwd=workdir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=out,
+                    start_new_session=True,
+                    pass_fds=() if filter_fd is None else (filter_fd,),
+                )
             except OSError as exc:
                 return _result(command, started, f"could not start the sandbox helper: {exc}")
             status = self._wait(helper, timeout_s)
@@ -155,11 +215,14 @@ class LocalSandbox(Sandbox):
                 error += bwrap_said(out, size)
             code = status.get("exit_code", "")
             return CommandResult(
-                command=command, exit_code=int(code) if code else None,
-                timed_out=status.get("timed_out") == "1", duration_s=ended - started,
-                output=read_capped(out, size, max_output_bytes), output_bytes=size,
+                command=command,
+                exit_code=int(code) if code else None,
+                timed_out=status.get("timed_out") == "1",
+                duration_s=ended - started,
+                output=read_capped(out, size, max_output_bytes),
+                output_bytes=size,
                 error=error or None,
-            )  # fmt: skip
+            )
 
     def _wait(self, helper: subprocess.Popen[bytes], timeout_s: float) -> dict[str, str]:
         limit = timeout_s + self.grace_s + HELPER_SLACK_S if math.isfinite(timeout_s) else None
@@ -192,8 +255,9 @@ def local_sandbox(trust_agents: bool = False) -> LocalSandbox:
 def _say_unjailed(why: str) -> None:
     log.warning(
         "ARENA_TRUST_AGENTS=true and no sandbox can start here (%s): race commands run "
-        "unjailed, as the worker's user, with its view of the files and the network", why,
-    )  # fmt: skip
+        "unjailed, as the worker's user, with its view of the files and the network",
+        why,
+    )
 
 
 class Toolchains(NamedTuple):
@@ -262,10 +326,15 @@ def _result(
 ) -> CommandResult:
     """A command that never started."""
     return CommandResult(
-        command=command, exit_code=None, timed_out=False,
-        duration_s=time.monotonic() - started, output="", output_bytes=0, error=error,
+        command=command,
+        exit_code=None,
+        timed_out=False,
+        duration_s=time.monotonic() - started,
+        output="",
+        output_bytes=0,
+        error=error,
         infrastructure=infrastructure,
-    )  # fmt: skip
+    )
 
 
 def read_capped(file: IO[bytes], size: int, max_bytes: int) -> str:

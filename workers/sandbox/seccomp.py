@@ -27,22 +27,70 @@ from typing import Any
 
 # Neither the worker nor anything in a jail has a use for these.
 WORKER_DENIED = (
-    "acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module",
-    "delete_module", "fanotify_init", "finit_module", "get_kernel_syms", "init_module",
-    "ioperm", "iopl", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie",
-    "nfsservctl", "open_by_handle_at", "perf_event_open", "query_module", "quotactl",
-    "reboot", "request_key", "settimeofday", "stime", "swapoff", "swapon", "syslog",
-    "uselib", "userfaultfd", "vm86", "vm86old", "_sysctl", "adjtimex", "name_to_handle_at",
-)  # fmt: skip
+    "acct",
+    "add_key",
+    "bpf",
+    "clock_adjtime",
+    "clock_settime",
+    "create_module",
+    "delete_module",
+    "fanotify_init",
+    "finit_module",
+    "get_kernel_syms",
+    "init_module",
+    "ioperm",
+    "iopl",
+    "kexec_file_load",
+    "kexec_load",
+    "keyctl",
+    "lookup_dcookie",
+    "nfsservctl",
+    "open_by_handle_at",
+    "perf_event_open",
+    "query_module",
+    "quotactl",
+    "reboot",
+    "request_key",
+    "settimeofday",
+    "stime",
+    "swapoff",
+    "swapon",
+    "syslog",
+    "uselib",
+    "userfaultfd",
+    "vm86",
+    "vm86old",
+    "_sysctl",
+    "adjtimex",
+    "name_to_handle_at",
+)
 # What the worker needs to make a jail, and nothing in a jail may do: new namespaces, mounts,
 # changing root, tracing or reading other processes' memory, io_uring (a large attack surface
 # that bypasses seccomp's view of what is done), faking terminal input.
 JAIL_ONLY_DENIED = (
-    "chroot", "fsconfig", "fsmount", "fsopen", "fspick", "io_uring_enter", "io_uring_register",
-    "io_uring_setup", "kcmp", "mount", "mount_setattr", "move_mount", "open_tree",
-    "pivot_root", "process_vm_readv", "process_vm_writev", "ptrace", "setns", "umount",
-    "umount2", "unshare", "personality",
-)  # fmt: skip
+    "chroot",
+    "fsconfig",
+    "fsmount",
+    "fsopen",
+    "fspick",
+    "io_uring_enter",
+    "io_uring_register",
+    "io_uring_setup",
+    "kcmp",
+    "mount",
+    "mount_setattr",
+    "move_mount",
+    "open_tree",
+    "pivot_root",
+    "process_vm_readv",
+    "process_vm_writev",
+    "ptrace",
+    "setns",
+    "umount",
+    "umount2",
+    "unshare",
+    "personality",
+)
 JAIL_DENIED = tuple(sorted({*WORKER_DENIED, *JAIL_ONLY_DENIED}))
 # clone(2) with any of these flags makes a namespace: refused in a jail (one rule per flag).
 CLONE_NAMESPACE_FLAGS = (
@@ -87,8 +135,12 @@ def _libseccomp() -> Any | None:
     lib.seccomp_release.argtypes = [ctypes.c_void_p]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
     lib.seccomp_rule_add_array.argtypes = [
-        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(ArgCompare),
-    ]  # fmt: skip
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(ArgCompare),
+    ]
     lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
     return lib
 
@@ -107,11 +159,21 @@ def jail_filter() -> int | None:
             _deny(lib, ctx, name, scmp_act_errno(EPERM))
         _deny(lib, ctx, "clone3", scmp_act_errno(ENOSYS))  # glibc then falls back to clone
         for flag in CLONE_NAMESPACE_FLAGS:
-            _deny(lib, ctx, "clone", scmp_act_errno(EPERM), ArgCompare(0, SCMP_CMP_MASKED_EQ,
-                  flag, flag))  # fmt: skip
+            _deny(
+                lib,
+                ctx,
+                "clone",
+                scmp_act_errno(EPERM),
+                ArgCompare(0, SCMP_CMP_MASKED_EQ, flag, flag),
+            )
         for request in (TIOCSTI, TIOCLINUX):
-            _deny(lib, ctx, "ioctl", scmp_act_errno(EPERM), ArgCompare(1, SCMP_CMP_MASKED_EQ,
-                  0xFFFFFFFF, request))  # fmt: skip
+            _deny(
+                lib,
+                ctx,
+                "ioctl",
+                scmp_act_errno(EPERM),
+                ArgCompare(1, SCMP_CMP_MASKED_EQ, 0xFFFFFFFF, request),
+            )
         fd = os.memfd_create("arena-seccomp", 0)  # close-on-exec off: bwrap must inherit it
         if lib.seccomp_export_bpf(ctx, fd) != 0:
             os.close(fd)
