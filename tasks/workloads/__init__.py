@@ -96,8 +96,10 @@ def validate_batch(
     workload = get_workload(spec.workload)
     agents = _each(workload.agent_model, [workload.coerce_agent(a) for a in spec.agents], "agents")
     items = _each(workload.item_model, [workload.coerce_item(i) for i in spec.items], "items")
-    for label, keys in (("agents", [workload.agent_key(a) for a in agents]),
-                        ("items", [workload.item_key(i) for i in items])):  # fmt: skip
+    for label, keys in (
+        ("agents", [workload.agent_key(a) for a in agents]),
+        ("items", [workload.item_key(i) for i in items]),
+    ):
         duplicates = sorted({k for k in keys if keys.count(k) > 1})
         if duplicates:
             raise InputError(f"{label}: duplicate names {duplicates}")

@@ -172,14 +172,20 @@ class MarioWorkload(Workload):
             ]
             failed = [r for r in rows if r.status == "error"]
             stats = aggregate_scores(
-                played, bootstrap_seed=batch.spec.protocol.seed, failed=len(failed),
+                played,
+                bootstrap_seed=batch.spec.protocol.seed,
+                failed=len(failed),
                 frame_skip=params.frame_skip,
-            )  # fmt: skip
+            )
             extra = {"level": level, "protocol": params.model_dump(mode="json")}
-            entries.append(LeaderboardEntry(
-                agent=agent, score=stats.arena_score, board=boards[level],
-                stats={**stats.model_dump(mode="json"), **extra},
-            ))  # fmt: skip
+            entries.append(
+                LeaderboardEntry(
+                    agent=agent,
+                    score=stats.arena_score,
+                    board=boards[level],
+                    stats={**stats.model_dump(mode="json"), **extra},
+                )
+            )
             if failed:
                 reasons[f"{agent} on {level}"] = sorted({r.reason or "" for r in failed})[:3]
         summary = {"units": len(results), "boards": list(boards.values()), "errors": reasons}
@@ -206,15 +212,21 @@ def aggregate_of(stats: dict[str, Any]) -> AggregateStats:
 def scoring_episode(result: dict[str, Any], frame_skip: int) -> AnyEpisode:
     """A stored unit result as the rubric's episode (scoring/mario.py)."""
     common = {
-        "world": result["world"], "stage": result["stage"], "max_x_pos": result["max_x"],
-        "steps": result["steps"], "completed": result["completed"], "coins": result["coins"],
+        "world": result["world"],
+        "stage": result["stage"],
+        "max_x_pos": result["max_x"],
+        "steps": result["steps"],
+        "completed": result["completed"],
+        "coins": result["coins"],
         "frame_skip": frame_skip,
-    }  # fmt: skip
+    }
     if result["level"] == FULL_GAME:
         return FullGameResult(
-            full_game=True, levels_completed=result["levels_completed"] or 0,
-            lives_lost=result["lives_lost"], **common,
-        )  # fmt: skip
+            full_game=True,
+            levels_completed=result["levels_completed"] or 0,
+            lives_lost=result["lives_lost"],
+            **common,
+        )
     return EpisodeResult(time_remaining=result["time_remaining"], **common)
 
 
@@ -245,9 +257,12 @@ def agent_source(spec: MarioAgentSpec) -> AgentSource:
         return AgentSource(entry_point=spec.entry_point, device=spec.device)
     pre = spec.preprocess or Preprocess()
     return AgentSource(
-        checkpoint=spec.sb3, grayscale=pre.grayscale, resize=pre.resize,
-        frame_stack=pre.frame_stack, device=spec.device,
-    )  # fmt: skip
+        checkpoint=spec.sb3,
+        grayscale=pre.grayscale,
+        resize=pre.resize,
+        frame_stack=pre.frame_stack,
+        device=spec.device,
+    )
 
 
 def make_agent(spec: MarioAgentSpec, fingerprint: AgentFingerprint | None) -> Agent:
@@ -255,6 +270,7 @@ def make_agent(spec: MarioAgentSpec, fingerprint: AgentFingerprint | None) -> Ag
         agent: Agent = load_entry_point(spec.entry_point, fingerprint)
         return agent
     if spec.sb3:
+        # here: Stable-Baselines3 (the sb3 extra: torch, gymnasium) only where a checkpoint runs
         from workers.mario.sb3 import load_checkpoint_agent
 
         if fingerprint is not None and fingerprint.kind == "file":
@@ -264,9 +280,12 @@ def make_agent(spec: MarioAgentSpec, fingerprint: AgentFingerprint | None) -> Ag
 
         pre = spec.preprocess or Preprocess()
         return load_checkpoint_agent(
-            spec.sb3, grayscale=pre.grayscale, resize=pre.resize, frame_stack=pre.frame_stack,
+            spec.sb3,
+            grayscale=pre.grayscale,
+            resize=pre.resize,
+            frame_stack=pre.frame_stack,
             device=spec.device,
-        )  # fmt: skip
-    from workers.mario.agents import BUILTIN
+        )
+    from workers.mario.agents import BUILTIN  # NumPy (the mario extra): only where units run
 
     return BUILTIN[spec.builtin or spec.name]()

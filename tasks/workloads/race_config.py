@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.validation import InputError
+from workers.race.git import GitError, is_local, read_file
 
 CONFIG_FILE = "hydra.toml"
 
@@ -15,12 +16,12 @@ CONFIG_FILE = "hydra.toml"
 def read_hydra_toml(repo: str, base: str) -> dict[str, Any]:
     """The [scoring] table of hydra.toml on `base` of `repo`, a local repository the asker may
     name (tasks/repo_policy.py has admitted it); give a URL's race a `scoring` block."""
-    from workers.race.git import GitError, is_local, read_file
-
     where = f"{repo} ({base})"
     if not is_local(repo):
-        raise InputError(f"scoring: give a scoring block (hydra.toml is read only from a local "
-                         f"repository, not {repo})")  # fmt: skip
+        raise InputError(
+            f"scoring: give a scoring block (hydra.toml is read only from a local "
+            f"repository, not {repo})"
+        )
     try:
         text = read_file(Path(repo), base, CONFIG_FILE)
     except GitError as exc:

@@ -30,8 +30,8 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
     hint = f"Run `arena race merge {batch_id}` to merge into {summary['base']}."
     if verdict is not Verdict.AUTO_MERGE:
         hint += f" (verdict {verdict.value}: add --force)"
-    lines = [format_race_results(ranked, summary["task"], verdict, branches=branches,
-                                 merge_hint=hint if ranked else None)]  # fmt: skip
+    merge_hint = hint if ranked else None
+    lines = [format_race_results(ranked, summary["task"], verdict, branches, merge_hint)]
     errors = summary.get("errors") or {}
     if errors:
         lines += ["", "Not scored (the check could not run):"]
@@ -44,11 +44,15 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
 
 def format_board(name: str, entries: Sequence[LeaderboardEntry]) -> str:
     """A race board in the seed's layout (each agent's latest race on this protocol)."""
-    ranked = rank_agents([
-        AgentScore(name=e.agent, composite=e.score,
-                   scores=DimensionScores.model_validate(e.stats["scores"], strict=False))
+    scored = [
+        AgentScore(
+            name=e.agent,
+            composite=e.score,
+            scores=DimensionScores.model_validate(e.stats["scores"], strict=False),
+        )
         for e in entries
-    ])  # fmt: skip
+    ]
+    ranked = rank_agents(scored)
     task = entries[0].stats.get("task") if entries else None
     text = format_race_results(ranked, task)
     return text.replace("Race Results", f"Race Leaderboard {name}", 1)

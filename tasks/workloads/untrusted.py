@@ -36,9 +36,11 @@ IMAGE_REF = r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$"
 
 def agent_limits(settings: ArenaSettings) -> AgentLimits:
     return AgentLimits(
-        memory_mb=settings.agent_memory_mb, cpus=settings.agent_cpus,
-        start_timeout_s=settings.agent_start_timeout_s, data_dir=settings.data_dir,
-    )  # fmt: skip
+        memory_mb=settings.agent_memory_mb,
+        cpus=settings.agent_cpus,
+        start_timeout_s=settings.agent_start_timeout_s,
+        data_dir=settings.data_dir,
+    )
 
 
 @contextmanager
