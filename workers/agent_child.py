@@ -165,7 +165,7 @@ class Server:
         layout = (tuple(shape), dtype, tuple(strides), offset)
         found = self._arrays.get(layout)
         if found is None:
-            import numpy
+            import numpy  # here: NumPy (the mario extra) only once a frame is shared
 
             found = numpy.ndarray(
                 layout[0], numpy.dtype(dtype), buffer=self.shm, offset=offset, strides=layout[2]
@@ -179,7 +179,7 @@ def make(what: dict[str, Any]) -> Any:
     if "entry_point" in what:
         module, _, attribute = str(what["entry_point"]).partition(":")
         return getattr(importlib.import_module(module), attribute)()
-    from workers.mario.sb3 import load_checkpoint_agent
+    from workers.mario.sb3 import load_checkpoint_agent  # here: the sb3 extra, for checkpoints only
 
     return load_checkpoint_agent(**what["sb3"])
 

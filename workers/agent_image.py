@@ -312,7 +312,7 @@ def _create(
     options: dict[str, Any],
     deadline_s: float,
 ) -> Any:
-    import docker.errors
+    import docker.errors  # here: only workers that use Docker need the engine
 
     try:
         return client.containers.create(
@@ -332,7 +332,7 @@ def _create(
 
 
 def _start(container: Any, image: str) -> None:
-    import docker.errors
+    import docker.errors  # here: only workers that use Docker need the engine
 
     try:
         container.start()
@@ -374,7 +374,7 @@ def _cleanup(client: Any, container: Any, name: str, folder: Path) -> None:
 
 def _remove(client: Any, container: Any, name: str) -> None:
     """Copy what the container printed into the unit's log, then remove it."""
-    import docker.errors
+    import docker.errors  # here: only workers that use Docker need the engine
 
     if container is None:
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):

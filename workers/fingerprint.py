@@ -29,6 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from workers.sandbox.containers import EngineUnavailable, docker_client
+
 FingerprintKind = Literal[
     "source", "distribution", "declared", "file", "builtin", "unversioned", "commit", "image"
 ]
@@ -117,9 +119,7 @@ def commit_fingerprint(commit: str, detail: str) -> AgentFingerprint:
 def image_fingerprint(ref: str) -> AgentFingerprint:
     """The content id of the image `ref` names on the Docker engine (DOCKER_HOST): the sha256 of
     its config, the same for a local build (which has no RepoDigests) and a pulled image."""
-    import docker.errors
-
-    from workers.sandbox.containers import EngineUnavailable, docker_client
+    import docker.errors  # here: only workers that use Docker need the engine
 
     try:
         client = docker_client(timeout_s=30)

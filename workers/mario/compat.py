@@ -65,7 +65,7 @@ def smb_env_class() -> Any:
     # gym 0.26 prints an "unmaintained" notice to stderr on import: it would land in every
     # unit's captured log. We drive nes-py directly and need none of gym's machinery.
     import_gym_quietly()
-    with contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()):  # here: the emulator (the mario extra)
         import gym_super_mario_bros
         import nes_py._rom
     if not _patched:
@@ -80,6 +80,6 @@ def smb_env_class() -> Any:
 def emulator_step() -> Any:
     """nes-py's `_LIB.Step(handle)`: one emulator frame (what `env._frame_advance` calls)."""
     smb_env_class()
-    from nes_py.nes_env import _LIB
+    from nes_py.nes_env import _LIB  # here: the emulator (the mario extra), once patched
 
     return _LIB.Step

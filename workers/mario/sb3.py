@@ -254,7 +254,7 @@ def load_checkpoint_agent(
     data = _read_data(file)
     algorithm = _algorithm(data, path)
     import_gym_quietly()  # SB3 imports gym when it is installed (the mario extra brings it)
-    try:
+    try:  # here: the sb3 extra (torch: seconds to import), only where a checkpoint loads
         import stable_baselines3
         import torch
     except ImportError as error:

@@ -231,7 +231,7 @@ class AgentProcess:
         if span > SHM_BYTES:
             return None
         if self._shm_address is None:
-            import numpy
+            import numpy  # here: NumPy (the mario extra) only once an array is shared
 
             self._shm_bytes = numpy.frombuffer(self.shm, numpy.uint8)
             self._shm_address = int(self._shm_bytes.ctypes.data)

@@ -30,8 +30,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from workers.agents import source_digest
-from workers.fingerprint import AgentFingerprint, agent_search_path
+import scoring
+import workers
+from workers.agents import AgentChanged, source_digest
+from workers.fingerprint import AgentFingerprint, agent_search_path, file_fingerprint
 from workers.sandbox.agent_process import AgentProcess, AgentProcessDied, ProcessPlan
 from workers.sandbox.base import SandboxUnavailable
 from workers.sandbox.bwrap import DEFAULT_ENV_NAMES, Jail, probe, python_paths
@@ -184,9 +186,6 @@ def checked_digest(source: AgentSource, expected: AgentFingerprint | None) -> st
     if source.entry_point:
         digest = source_digest(source.entry_point, expected)
         return digest if digest is not None or expected is None else expected.digest
-    from workers.agents import AgentChanged
-    from workers.fingerprint import file_fingerprint
-
     assert source.checkpoint is not None
     here = file_fingerprint(source.checkpoint)
     if expected is not None and expected.kind == "file" and here.digest != expected.digest:
@@ -197,9 +196,6 @@ def checked_digest(source: AgentSource, expected: AgentFingerprint | None) -> st
 def plan_for(source: AgentSource, limits: AgentLimits) -> ProcessPlan:
     """The jail of one agent's process: the interpreter, Arena's own packages and the agent's
     folders (or checkpoint) read-only, a private /tmp, nothing else."""
-    import scoring
-    import workers
-
     arena = [Path(p.__file__ or "").resolve().parent for p in (workers, scoring)]
     readable: list[Path] = [*python_paths(), *arena]
     paths: list[str] = []

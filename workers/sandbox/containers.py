@@ -16,6 +16,7 @@ import os
 import re
 import socket
 import time
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,7 +128,7 @@ def hardening(memory_mb: int | None, cpus: float | None, pids: int | None) -> di
 def remove_quietly(container: Any, wait_s: float = 10.0) -> None:
     """Kill and remove a container, and return once the engine no longer lists it (a removal
     already in progress elsewhere is waited for); one already gone is fine."""
-    import docker.errors
+    import docker.errors  # here: only workers that use Docker need the engine
 
     try:
         container.remove(force=True, v=True)
@@ -178,7 +179,7 @@ def is_orphan(labels: dict[str, str], host: str, now: float) -> bool:
 
 def _owner_container_gone(client: docker.DockerClient, container: Any) -> bool:
     """The owner's container no longer runs, or restarted since (its workers are new)."""
-    import docker.errors
+    import docker.errors  # here: only workers that use Docker need the engine
 
     owner_id = container.labels.get(LABEL_CONTAINER, "")
     if not owner_id:
@@ -194,8 +195,6 @@ def _owner_container_gone(client: docker.DockerClient, container: Any) -> bool:
 
 def engine_time(stamp: str) -> float:
     """An engine timestamp (RFC 3339, up to nanoseconds, trailing zeros trimmed) in Unix time."""
-    from datetime import datetime
-
     found = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", stamp)
     if not found:
         return 0.0

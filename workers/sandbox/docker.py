@@ -123,7 +123,7 @@ class DockerSandbox(Sandbox):
         keeper (`sleep` until the deadline) as `keeper_uid()`, commands come by `exec`. The work
         dir (`source` on the engine's host) is mounted at the worker's own path for it: paths
         in the output read as on the worker."""
-        from docker.types import LogConfig
+        from docker.types import LogConfig  # here: only workers that use Docker need the engine
 
         inside = str(workdir.resolve())
         left = deadline - time.time()
@@ -272,7 +272,7 @@ class DockerSession(SandboxSession):
         cap: OutputCap,
     ) -> tuple[int, bool, bool]:
         """Run one command in the session's container: (exit code, timed out, OOM-killed)."""
-        import docker.errors
+        import docker.errors  # here: only workers that use Docker need the engine
 
         client = self.sandbox.engine()
         if self.unset is None:
@@ -330,7 +330,7 @@ def work_mounts(workdir: Path, inside: str, source: str) -> list[Any]:
     missing on the engine's host (a wrong host_work_dir) is an error, not an empty folder the
     engine makes there. A checkout's .git read-only: a local clone hard-links the source
     repository's object files, so writing them would rewrite the source (as locally)."""
-    from docker.types import Mount
+    from docker.types import Mount  # here: only workers that use Docker need the engine
 
     mounts = [Mount(target=inside, source=source, type="bind", read_only=False)]
     if (workdir / ".git").is_dir():

@@ -173,7 +173,7 @@ def keeper_uid() -> int:
 
 def ulimits(limits: SandboxLimits) -> list[Any]:
     """The per-process limits a cgroup does not cover, as `docker.types.Ulimit`s."""
-    from docker.types import Ulimit
+    from docker.types import Ulimit  # here: only workers that use Docker need the engine
 
     found = [Ulimit(name="core", soft=0, hard=0)]  # no core files in the work dir
     if limits.file_size_mb is not None:
