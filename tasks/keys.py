@@ -1,0 +1,118 @@
+"""Every Redis key Arena writes, built in one place (docs/architecture.md; kombu's own keys,
+which Arena only reads, are in tasks/broker.py). Each name below is under the configurable
+prefix (ARENA_KEY_PREFIX, default `arena:`).
+
+Batches (tasks/store_batches.py, tasks/store_results.py):
+  `batches` sorted set: batch id -> created at; `running` set: ids of running batches;
+  `runs` hash: run label (--run-id, a schedule's `NAME@slot`) -> batch id;
+  `batch:{id}` hash: spec, status, counts, timestamps;
+  `batch:{id}:units` hash: unit id -> result JSON; `batch:{id}:logs` hash: unit id -> what it
+  printed; `batch:{id}:errors` and `batch:{id}:infra` sets: unit ids whose latest result is an
+  error / an infrastructure error; `batch:{id}:attempts` hash: unit id -> attempts;
+  `batch:{id}:reducer` string: the reducer's claim (expires).
+Chunks in flight (tasks/liveness.py, tasks/watchdog.py):
+  `batch:{id}:plan` hash: chunk id -> its unit ids; `batch:{id}:chunks` hash: chunk id ->
+  {"units", "queue", "worker"}; `batch:{id}:beats` hash: chunk id -> last heartbeat (unix s);
+  `batch:{id}:stall` string: "stored results:since"; `batch:{id}:lostscan` string: one
+  watchdog's claim to look for lost units; `restoring:{delivery tag}` string: one watchdog's
+  claim to restore a message.
+Leaderboards (tasks/store_boards.py):
+  `leaderboards` set of board names; `lb:{name}` sorted set: agent -> score;
+  `lb:{name}:entry:{agent}` hash: the stats behind it; `lb:{name}:history:{agent}` sorted
+  set: one point per evaluation; `lb:{name}:protocol` string: the protocol fingerprint it
+  holds; `lb:{name}:version` string: moves whenever the board is written (Store's cache).
+Schedules (tasks/schedules.py):
+  `schedules` hash: name -> entry JSON; `schedule:{name}:{slot}` string: a slot's claim.
+Other: `probe:writes` string (a second): whether Redis accepts writes (tasks/refusal.py).
+"""
+
+from __future__ import annotations
+
+
+class Keys:
+    """The keys under one prefix."""
+
+    def __init__(self, prefix: str = "arena:") -> None:
+        self.prefix = prefix
+
+    # -- batches ----------------------------------------------------------------------------
+    def batches(self) -> str:
+        return f"{self.prefix}batches"
+
+    def running(self) -> str:
+        return f"{self.prefix}running"
+
+    def runs(self) -> str:
+        return f"{self.prefix}runs"
+
+    def batch(self, batch_id: str) -> str:
+        return f"{self.prefix}batch:{batch_id}"
+
+    def _of_batch(self, batch_id: str, what: str) -> str:
+        return f"{self.prefix}batch:{batch_id}:{what}"
+
+    def units(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "units")
+
+    def logs(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "logs")
+
+    def errors(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "errors")
+
+    def infra(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "infra")
+
+    def attempts(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "attempts")
+
+    def reducer(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "reducer")
+
+    # -- chunks in flight -------------------------------------------------------------------
+    def plan(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "plan")
+
+    def chunks(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "chunks")
+
+    def beats(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "beats")
+
+    def stall(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "stall")
+
+    def lostscan(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "lostscan")
+
+    def restoring(self, tag: str) -> str:
+        return f"{self.prefix}restoring:{tag}"
+
+    # -- leaderboards -----------------------------------------------------------------------
+    def leaderboards(self) -> str:
+        return f"{self.prefix}leaderboards"
+
+    def board(self, name: str) -> str:
+        return f"{self.prefix}lb:{name}"
+
+    def board_entry(self, name: str, agent: str) -> str:
+        return f"{self.board(name)}:entry:{agent}"
+
+    def board_history(self, name: str, agent: str) -> str:
+        return f"{self.board(name)}:history:{agent}"
+
+    def board_protocol(self, name: str) -> str:
+        return f"{self.board(name)}:protocol"
+
+    def board_version(self, name: str) -> str:
+        return f"{self.board(name)}:version"
+
+    # -- schedules, probes ------------------------------------------------------------------
+    def schedules(self) -> str:
+        return f"{self.prefix}schedules"
+
+    def schedule_claim(self, name: str, slot: str) -> str:
+        return f"{self.prefix}schedule:{name}:{slot}"
+
+    def write_probe(self) -> str:
+        return f"{self.prefix}probe:writes"
