@@ -11,14 +11,14 @@ from kombu.entity import Exchange, Queue
 from pydantic import ValidationError
 from redis.backoff import ExponentialBackoff
 
-from tasks import outage
+from tasks import refusal
+from tasks.broker import QUEUES as QUEUES  # re-exported: arena routes by it
 from tasks.refusal import SayingRetry
 from tasks.settings import ArenaSettings, celery_url, current_settings
 from tasks.store import Store
 
 app = Celery("arena", include=["tasks.units"])
-outage.install(app)  # a worker's Redis outage: one line when it starts, one when it ends
-QUEUES = ("cpu", "gpu")
+refusal.install(app)  # a worker's Redis outage: one line when it starts, one when it ends
 # Backoff of a worker's Redis calls during an outage: 50 ms doubling up to 2 s between tries.
 RETRY_BASE_S, RETRY_CAP_S = 0.05, 2.0
 

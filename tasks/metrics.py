@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -94,14 +93,7 @@ class ClusterGauges(Collector):
             return self._counted[1]
 
     def _count_statuses(self) -> dict[str, int]:
-        db, tally = self.db, Tally[str]()
-        for start in range(0, int(db.r.zcard(f"{db.p}batches")), STATUS_PAGE):
-            ids = db.r.zrange(f"{db.p}batches", start, start + STATUS_PAGE - 1)
-            with db.r.pipeline(transaction=False) as pipe:
-                for batch_id in ids:
-                    pipe.hget(db.k_batch(batch_id), "status")
-                tally.update(s for s in pipe.execute() if s is not None)
-        return dict(tally)
+        return self.db.count_statuses(STATUS_PAGE)
 
     def recent_units(self) -> GaugeMetricFamily:
         units = GaugeMetricFamily(
@@ -109,21 +101,14 @@ class ClusterGauges(Collector):
             f"Units of the {RECENT_BATCHES} latest batches: total, completed, errors.",
             labels=["batch", "workload", "batch_status", "count"],
         )
-        db = self.db
-        ids = db.batch_ids(RECENT_BATCHES)
-        with db.r.pipeline(transaction=False) as pipe:
-            for batch_id in ids:
-                pipe.hmget(db.k_batch(batch_id), "workload", "status", "total")
-                pipe.hlen(db.k_units(batch_id))
-                pipe.scard(db.k_errors(batch_id))
-            replies = pipe.execute()
-        for index, batch_id in enumerate(ids):
-            (workload, status, total), completed, errors = replies[3 * index : 3 * index + 3]
-            if status is None:
+        ids = self.db.batch_ids(RECENT_BATCHES)
+        for batch_id, counts in zip(ids, self.db.unit_counts(ids), strict=True):
+            if counts.status is None:
                 continue  # deleted since the first read
-            labels = [batch_id, workload or "", status]
-            for name, value in (("total", total), ("completed", completed), ("errors", errors)):
-                units.add_metric([*labels, name], int(value or 0))
+            labels = [batch_id, counts.workload or "", counts.status]
+            values = (("total", counts.total), ("completed", counts.completed))
+            for name, value in (*values, ("errors", counts.errors)):
+                units.add_metric([*labels, name], value)
         return units
 
 

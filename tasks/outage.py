@@ -1,7 +1,7 @@
 """A worker's Redis outage in two lines of Arena's own: one when Celery's consumer loses the
 broker, one when it is connected again. Celery alone prints an ERROR line every few seconds
 for as long as it lasts, and a deprecation block about a setting Arena already sets
-(docs/reliability.md, "Faults speak").
+(docs/reliability.md, "Faults speak"). tasks/refusal.py installs these with its own.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 import warnings
 from typing import Any
 
-from celery import Celery, bootsteps, signals
+from celery import bootsteps
 from celery.exceptions import CPendingDeprecationWarning
 
 log = logging.getLogger("arena.worker")
@@ -71,7 +71,7 @@ class NoticeReconnect(bootsteps.StartStopStep):  # type: ignore[misc]  # celery 
         OUTAGE.back()
 
 
-def _ignore_cancel_notice(**_: Any) -> None:
+def ignore_cancel_notice(**_: Any) -> None:
     # Celery warns on every connection loss that worker_cancel_long_running_tasks_on_connection
     # _loss will default to True in 6.0; Arena sets it (False) explicitly (tasks/app.py). Added
     # once the worker is ready: Celery's logging setup puts an 'always' filter in front before.
@@ -80,12 +80,3 @@ def _ignore_cancel_notice(**_: Any) -> None:
         message=r"(?s).*worker_cancel_long_running_tasks_on_connection_loss",
         category=CPendingDeprecationWarning,
     )
-
-
-def install(app: Celery) -> None:
-    from tasks.refusal import QuietRefusals  # here: tasks.refusal imports this module
-
-    logging.getLogger("celery.worker.consumer.consumer").addFilter(QuietReconnects())
-    logging.getLogger("kombu.transport.redis").addFilter(QuietRefusals())
-    app.steps["consumer"].add(NoticeReconnect)
-    signals.worker_ready.connect(_ignore_cancel_notice, weak=False)

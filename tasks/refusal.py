@@ -9,9 +9,11 @@ import logging
 from typing import Any
 
 import redis
+from celery import Celery, signals
 from redis.retry import Retry
 
-from tasks.outage import Outage
+from tasks.outage import NoticeReconnect, Outage, QuietReconnects, ignore_cancel_notice
+from tasks.store import Store
 
 ADVICE = {
     "OOM": "Redis is out of memory (maxmemory): free memory or raise maxmemory",
@@ -34,11 +36,13 @@ def refused_writes(exc: BaseException) -> str | None:
     return f"Redis refuses writes ({text}): {ADVICE[kind]}"
 
 
-def probe_writes(client: redis.Redis, prefix: str) -> str | None:
+def probe_writes(db: Store | redis.Redis, prefix: str = "arena:") -> str | None:
     """Whether Redis accepts a write now (one short-lived key): the refusal's line, or None.
-    A batch stalled on a refusing Redis reads as running; this says why."""
+    A batch stalled on a refusing Redis reads as running; this says why. `db`: a Store, or
+    a client (decode_responses) and the key prefix."""
+    store = db if isinstance(db, Store) else Store(db, prefix)
     try:
-        client.set(f"{prefix}probe:writes", "1", px=1000)
+        store.write_probe()
     except redis.ResponseError as exc:
         refused = refused_writes(exc)
         if refused is None:
@@ -86,3 +90,12 @@ class QuietRefusals(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         return error is None or refused_writes(error) is None
+
+
+def install(app: Celery) -> None:
+    """A worker's faults in Arena's own lines: a Redis outage (tasks/outage.py) and a Redis
+    that refuses writes, instead of Celery's and kombu's repeated ones."""
+    logging.getLogger("celery.worker.consumer.consumer").addFilter(QuietReconnects())
+    logging.getLogger("kombu.transport.redis").addFilter(QuietRefusals())
+    app.steps["consumer"].add(NoticeReconnect)
+    signals.worker_ready.connect(ignore_cancel_notice, weak=False)

@@ -100,22 +100,20 @@ class Schedules:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.key = f"{store.p}schedules"
 
     def add(self, entry: ScheduleEntry) -> None:
-        self.store.r.hset(self.key, entry.name, entry.model_dump_json())
+        self.store.put_schedule(entry.name, entry.model_dump_json())
 
     def remove(self, name: str) -> bool:
-        return bool(self.store.r.hdel(self.key, name))
+        return self.store.drop_schedule(name)
 
     def entries(self) -> list[ScheduleEntry]:
-        raw: dict[str, str] = self.store.r.hgetall(self.key)
+        raw = self.store.schedule_entries()
         return [ScheduleEntry.model_validate(json.loads(raw[name])) for name in sorted(raw)]
 
     def claim(self, entry: ScheduleEntry, slot: datetime) -> bool:
         """True for the one scheduler that fires this scheduled time."""
-        key = f"{self.store.p}schedule:{entry.name}:{slot_id(slot)}"
-        return bool(self.store.r.set(key, "fired", nx=True, ex=CLAIM_TTL_S))
+        return self.store.claim_schedule(entry.name, slot_id(slot), CLAIM_TTL_S)
 
     def fire(self, entry: ScheduleEntry, slot: datetime, **options: Any) -> Submission:
         """Submit (or resume) the batch of this scheduled time."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from functools import partial
 from typing import Literal
 
 import redis
@@ -10,14 +10,15 @@ from celery import Signature
 from kombu.exceptions import BatchPublishError
 from pydantic import BaseModel
 
-from tasks import liveness
 from tasks.app import app
 from tasks.provenance import provenance_of
 from tasks.store import Store
-from tasks.units import chunk_signature, chunk_time_limits, reduce_batch
+from tasks.units import chunk_signature, chunk_time_limits, chunked, reduce_batch
 from tasks.validation import InputError
 from tasks.workloads import get_workload
 from tasks.workloads.base import Unit, ValidatedBatch
+
+__all__ = ["Submission", "cancel", "check_leaderboards", "chunked", "submit"]
 
 
 class Submission(BaseModel):
@@ -27,13 +28,6 @@ class Submission(BaseModel):
     reused: int  # unit results already stored (resume)
     enqueued: int  # units sent to workers
     state: Literal["enqueued", "already-done", "already-running", "reducing"]
-
-
-def chunked(units: list[Unit], size: int) -> list[list[Unit]]:
-    by_queue: dict[str, list[Unit]] = defaultdict(list)
-    for unit in units:
-        by_queue[unit.queue].append(unit)
-    return [q[i : i + size] for q in by_queue.values() for i in range(0, len(q), size)]
 
 
 def check_leaderboards(store: Store, batch: ValidatedBatch, claim: bool = False) -> dict[str, str]:
@@ -69,15 +63,9 @@ def submit(
     """
     workload = get_workload(batch.spec.workload)
     boards = check_leaderboards(store, batch)
-    leaderboard = ", ".join(boards)
     units = workload.expand(batch)
     batch_id = batch.batch_id
-    longest = max(chunk_time_limits(c)[1] for c in chunked(units, workload.chunk_size))
-    if visibility_timeout_s is not None and longest >= visibility_timeout_s:
-        raise InputError(
-            f"protocol.unit_time_limit_s: a chunk may run {longest:g}s, not below the broker's "
-            f"visibility timeout ({visibility_timeout_s:g}s, ARENA_VISIBILITY_TIMEOUT_S)"
-        )
+    _check_chunk_limits(units, workload.chunk_size, visibility_timeout_s)
     info = store.batch(batch_id)
     running = info is not None and info.status == "running" and not resume_running
     if fresh and running:
@@ -89,37 +77,45 @@ def submit(
     if run_id:
         store.label_run(run_id, batch_id)
     if resume_running and info is not None and info.status == "running":
-        liveness.forget_chunks(store, batch_id)  # the interrupted run's workers are gone
+        store.forget_chunks(batch_id)  # the interrupted run's workers are gone
+    said = partial(Submission, batch_id=batch_id, leaderboard=", ".join(boards), total=len(units))
     if fresh:
         store.forget_results(batch_id)
     elif running and info is not None:
-        return Submission(
-            batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=info.completed,
-            enqueued=0, state="already-running",
-        )  # fmt: skip
+        return said(reused=info.completed, enqueued=0, state="already-running")
     stored = store.stored_unit_ids(batch_id)
     missing = [u for u in units if u.id not in stored]
     reused = len(units) - len(missing)
     if info is not None and info.status == "done" and not missing and not fresh:
         store.republish(batch_id)
-        return Submission(
-            batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=reused,
-            enqueued=0, state="already-done",
-        )  # fmt: skip
+        return said(reused=reused, enqueued=0, state="already-done")
     store.start_batch(
-        batch.normalised(), workload.name, boards, len(units), batch.identity,
+        batch.normalised(),
+        workload.name,
+        boards,
+        len(units),
+        batch.identity,
         provenance_of(batch, run_id),
-    )  # fmt: skip
-    state: Literal["enqueued", "reducing"] = "enqueued" if missing else "reducing"
-    if missing:
-        store.reset_attempts(batch_id, [u.id for u in missing])
-        _fan_out(store, batch_id, missing, workload.chunk_size)
-    else:
+    )
+    if not missing:
         reduce_batch.delay(batch_id)
-    return Submission(
-        batch_id=batch_id, leaderboard=leaderboard, total=len(units), reused=reused,
-        enqueued=len(missing), state=state,
-    )  # fmt: skip
+        return said(reused=reused, enqueued=0, state="reducing")
+    store.reset_attempts(batch_id, [u.id for u in missing])
+    _fan_out(store, batch_id, missing, workload.chunk_size)
+    return said(reused=reused, enqueued=len(missing), state="enqueued")
+
+
+def _check_chunk_limits(
+    units: list[Unit], chunk_size: int, visibility_timeout_s: float | None
+) -> None:
+    """Refused: a chunk that may run as long as the broker's visibility timeout (the broker
+    would hand it to a second worker while the first still runs it)."""
+    longest = max(chunk_time_limits(c)[1] for c in chunked(units, chunk_size))
+    if visibility_timeout_s is not None and longest >= visibility_timeout_s:
+        raise InputError(
+            f"protocol.unit_time_limit_s: a chunk may run {longest:g}s, not below the broker's "
+            f"visibility timeout ({visibility_timeout_s:g}s, ARENA_VISIBILITY_TIMEOUT_S)"
+        )
 
 
 def _fan_out(store: Store, batch_id: str, units: list[Unit], chunk_size: int) -> None:
@@ -134,7 +130,7 @@ def _fan_out(store: Store, batch_id: str, units: list[Unit], chunk_size: int) ->
         chunk_id = f"chunk-{index}-{chunk[0].id}"
         plan[chunk_id] = [u.id for u in chunk]
         messages.append(chunk_signature(batch_id, chunk_id, chunk))
-    liveness.record_plan(store, batch_id, plan, replace=True)
+    store.record_plan(batch_id, plan, replace=True)
     _publish(messages)
 
 

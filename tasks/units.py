@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import defaultdict
 from functools import partial
 from typing import Any
 
@@ -12,7 +13,7 @@ from celery import Signature, Task
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready
 from celery.utils.log import get_task_logger
 
-from tasks import liveness, metrics, watchdog
+from tasks import broker, liveness, metrics, watchdog
 from tasks.app import app, store
 from tasks.execute import (
     UnitRun,
@@ -26,6 +27,7 @@ from tasks.settings import ArenaSettings, current_settings
 from tasks.store import BatchInfo, Store
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import Unit, UnitResult
+from workers.sandbox.containers import EngineUnavailable, docker_client, reap_orphans
 
 log = get_task_logger(__name__)
 # The reducer waits for missing unit results while they keep arriving; once none has arrived for
@@ -64,8 +66,6 @@ def keep_reaping() -> None:
 
 def reap_containers() -> bool:
     """One pass of the reaper; False when no engine answers (no later passes then)."""
-    from workers.sandbox.containers import EngineUnavailable, docker_client, reap_orphans
-
     try:
         client = docker_client(timeout_s=10)
         reaped = reap_orphans(client)
@@ -110,16 +110,11 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
     ids = [u.id for u in parsed]
     refusal = _refusal(parsed, settings)
 
-    def read(pipe: Any) -> None:
-        pipe.hget(db.k_batch(batch_id), "status")
-        pipe.hmget(db.k_units(batch_id), ids)
-        # The first unit's attempt, counted now: it is the one to run unless the chunk was
-        # delivered before (then it has a result, and nothing is counted).
-        db.count_attempt(pipe, batch_id, ids[0])
-
     all_stored = False
-    beat = liveness.heartbeat(db, batch_id, chunk_id, ids, parsed[0].queue, settings.heartbeat_s,
-                              read)  # fmt: skip
+    read = partial(db.read_chunk_start, batch_id=batch_id, unit_ids=ids)
+    beat = liveness.heartbeat(
+        db, batch_id, chunk_id, ids, parsed[0].queue, settings.heartbeat_s, read
+    )
     with beat as registered:
         status, present, attempts = registered.replies
         if status in (None, "cancelled"):
@@ -250,10 +245,11 @@ def _incomplete(db: Store, info: BatchInfo, infra: list[UnitResult]) -> str:
     """Never `done` with wrong numbers: no score is written; a resubmission retries these."""
     first = infra[0].reason or "infrastructure error"
     db.set_status(
-        info.id, "incomplete",
+        info.id,
+        "incomplete",
         f"{len(infra)} units could not be run (not the agents' doing; submit the spec again to "
         f"retry them): {first}",
-    )  # fmt: skip
+    )
     metrics.BATCHES.labels(info.workload, "incomplete").inc()
     return "incomplete"
 
@@ -273,10 +269,22 @@ def chunk_signature(batch_id: str, chunk_id: str, units: list[Unit]) -> Signatur
     soft, hard = chunk_time_limits(units)
     return run_chunk.signature(
         (batch_id, chunk_id, [u.model_dump() for u in units]),
-        queue=units[0].queue, soft_time_limit=soft, time_limit=hard,
+        queue=units[0].queue,
+        soft_time_limit=soft,
+        time_limit=hard,
         link_error=chunk_failed.s(batch_id=batch_id),
-        argsrepr=f"({batch_id!r}, {chunk_id!r}, <{len(units)} units>)", kwargsrepr="{}",
-    )  # fmt: skip
+        argsrepr=f"({batch_id!r}, {chunk_id!r}, <{len(units)} units>)",
+        kwargsrepr="{}",
+    )
+
+
+def chunked(units: list[Unit], size: int) -> list[list[Unit]]:
+    """The units in chunks of at most `size`, each of one queue (a chunk's message goes to its
+    first unit's queue): every chunk message Arena sends is cut here."""
+    by_queue: dict[str, list[Unit]] = defaultdict(list)
+    for unit in units:
+        by_queue[unit.queue].append(unit)
+    return [q[i : i + size] for q in by_queue.values() for i in range(0, len(q), size)]
 
 
 def requeue_units(batch_id: str, unit_ids: list[str]) -> None:
@@ -290,18 +298,18 @@ def requeue_units(batch_id: str, unit_ids: list[str]) -> None:
     workload = get_workload(batch.spec.workload)
     wanted = set(unit_ids)
     units = [u for u in workload.expand(batch) if u.id in wanted]
-    log.warning("batch %s: %d units found in no queue and on no worker: requeued", batch_id,
-                len(units))  # fmt: skip
+    log.warning(
+        "batch %s: %d units found in no queue and on no worker: requeued", batch_id, len(units)
+    )
     stamp = int(time.time())
     plan = {}
-    for index in range(0, len(units), workload.chunk_size):
-        chunk = units[index : index + workload.chunk_size]
+    for index, chunk in enumerate(chunked(units, workload.chunk_size)):
         chunk_id = f"requeued-{stamp}-{index}-{chunk[0].id}"
         plan[chunk_id] = [u.id for u in chunk]
         # Nothing waits on its result: no subscription to it (this runs in a worker's main
         # process, whose result subscriptions do not survive a Redis restart).
         chunk_signature(batch_id, chunk_id, chunk).apply_async()
-    liveness.record_plan(db, batch_id, plan)
+    db.record_plan(batch_id, plan)
 
 
 def start_reducer(batch_id: str) -> None:
@@ -313,7 +321,7 @@ def restore_delivery(tag: str) -> None:
     kombu does after the visibility timeout."""
     log.warning("a chunk's worker was lost: its message %s goes back to the queue", tag)
     with app.connection_for_write() as connection:
-        connection.default_channel.qos.restore_by_tag(tag, leftmost=False)
+        broker.restore(connection, tag)
 
 
 @worker_ready.connect
@@ -322,6 +330,7 @@ def _start_watchdog(**_: Any) -> None:
         threading.Thread(target=keep_reaping, name="arena-reaper", daemon=True).start()
     settings = current_settings()
     watchdog.start_watchdog(
-        store(settings), settings.lost_worker_s,
+        store(settings),
+        settings.lost_worker_s,
         watchdog.Actions(restore_delivery, requeue_units, start_reducer),
-    )  # fmt: skip
+    )

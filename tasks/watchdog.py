@@ -38,14 +38,14 @@ def watch_once(db: Store, lost_after_s: float, actions: Actions) -> int:
         if db.status(orphan.batch_id) != "running":
             continue
         # One watchdog restores it, however many workers sweep at once.
-        if db.r.set(f"{db.p}restoring:{orphan.tag}", "1", nx=True, px=int(lost_after_s * 1000)):
+        if db.claim_restore(orphan.tag, lost_after_s):
             actions.restore(orphan.tag)
             given += 1
-    for batch_id in db.r.smembers(db.k_running()):
+    for batch_id in db.running_batch_ids():
         if db.status(batch_id) != "running":
-            db.r.srem(db.k_running(), batch_id)
+            db.drop_running(batch_id)
         elif db.all_stored(batch_id):
-            if not db.r.exists(f"{db.k_batch(batch_id)}:reducer"):
+            if not db.reducer_held(batch_id):
                 actions.reduce(batch_id)
         elif _stalled(db, batch_id, lost_after_s):
             given += _requeue_lost(db, batch_id, lost_after_s, actions)
@@ -54,23 +54,18 @@ def watch_once(db: Store, lost_after_s: float, actions: Actions) -> int:
 
 def _stalled(db: Store, batch_id: str, lost_after_s: float) -> bool:
     """No new unit result for `lost_after_s` (tracked in Redis: every watchdog shares it)."""
-    key, now = f"{db.k_batch(batch_id)}:stall", time.time()
-    stored = int(db.r.hlen(db.k_units(batch_id)))
-    seen = db.r.get(key)
-    if seen is None or int(seen.split(":")[0]) != stored:
-        db.r.set(key, f"{stored}:{now}")
-        return False
-    return now - float(seen.split(":")[1]) >= lost_after_s
+    now = time.time()
+    since = db.stall_since(batch_id, now)
+    return since is not None and now - since >= lost_after_s
 
 
 def _requeue_lost(db: Store, batch_id: str, lost_after_s: float, actions: Actions) -> int:
-    if not db.r.set(f"{db.k_batch(batch_id)}:lostscan", "1", nx=True,
-                    px=int(lost_after_s * 1000)):  # fmt: skip
+    if not db.claim_lost_scan(batch_id, lost_after_s):
         return 0
     lost = lost_units(db, batch_id, lost_after_s)
     if lost:
         actions.requeue(batch_id, lost)
-        db.r.delete(f"{db.k_batch(batch_id)}:stall")
+        db.clear_stall(batch_id)
     return len(lost)
 
 
