@@ -56,9 +56,11 @@ def captured_output() -> Iterator[Captured]:
         except OSError:  # no descriptors 1/2 to borrow: capture Python's streams only
             saved = []
         text = io.TextIOWrapper(
-            os.fdopen(os.dup(sink.fileno()), "wb"), encoding="utf-8", errors="replace",
+            os.fdopen(os.dup(sink.fileno()), "wb"),
+            encoding="utf-8",
+            errors="replace",
             write_through=True,
-        )  # fmt: skip
+        )
         try:
             for fd in (1, 2) if saved else ():
                 os.dup2(sink.fileno(), fd)

@@ -15,6 +15,7 @@ from typing import Any
 
 from tasks.capture import captured_output
 from tasks.provenance import host_name, utc_iso
+from tasks.workloads import get_workload
 from tasks.workloads.base import ErrorKind, Unit, UnitResult, ValidatedBatch, Workload
 from workers.agents import AgentChanged
 from workers.fingerprint import engine_fingerprint
@@ -165,9 +166,14 @@ def execute_unit(
                 raise  # the worker is stopping: the unit is redelivered, not failed
             fields = {"status": "error", "reason": describe(exc)[:500], "error_kind": kind_of(exc)}
     result = unit_result(
-        unit, time.perf_counter() - started, **fields, host=host_name(), started_at=started_at,
-        finished_at=utc_iso(), log_tail=output.tail,
-    )  # fmt: skip
+        unit,
+        time.perf_counter() - started,
+        **fields,
+        host=host_name(),
+        started_at=started_at,
+        finished_at=utc_iso(),
+        log_tail=output.tail,
+    )
     return UnitRun(result, output.text)
 
 
@@ -201,8 +207,6 @@ def kind_of(exc: BaseException) -> ErrorKind:
 def execute_batch(batch: ValidatedBatch, logs: dict[str, str] | None = None) -> list[UnitResult]:
     """Every unit of a batch in this process, in unit order: the reference a cluster run of the
     same spec must reproduce. What units printed goes to `logs` (unit id -> text) if given."""
-    from tasks.workloads import get_workload  # the registry imports every workload module
-
     workload = get_workload(batch.spec.workload)
     results = []
     for unit in workload.expand(batch):

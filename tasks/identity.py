@@ -45,11 +45,14 @@ def batch_identity(
     normalised: dict[str, Any], agents: dict[str, AgentFingerprint], engine: str
 ) -> BatchIdentity:
     body = {
-        "spec": {**normalised, "agents": _by_name(normalised["agents"]),
-                 "items": _by_name(normalised["items"])},
+        "spec": {
+            **normalised,
+            "agents": _by_name(normalised["agents"]),
+            "items": _by_name(normalised["items"]),
+        },
         "agents": {name: fp.digest for name, fp in sorted(agents.items())},
         "engine": engine,
-    }  # fmt: skip
+    }
     return BatchIdentity(
         batch_id=_digest(body),
         protocol_fingerprint=protocol_fingerprint(normalised),

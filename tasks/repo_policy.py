@@ -71,8 +71,10 @@ class RepoPolicy:
     def unreadable(self, repo: str) -> InputError:
         """The one refusal of a local path, whatever the reason."""
         if self.roots:
-            return InputError(f"repo: {_shown(repo)} is not a git repository Arena may read "
-                              f"(a local repository must lie under {ROOTS_SETTING})")  # fmt: skip
+            return InputError(
+                f"repo: {_shown(repo)} is not a git repository Arena may read "
+                f"(a local repository must lie under {ROOTS_SETTING})"
+            )
         if self.anywhere_local:
             return InputError(f"repo: {_shown(repo)} is not a git repository")
         return InputError(
@@ -85,17 +87,21 @@ class RepoPolicy:
         given), or InputError naming the field. `must_exist`: a local path must be a git
         repository now (at submission and before a merge; a worker's clone finds out)."""
         if repo.startswith("-"):
-            raise InputError(f"repo: {_shown(repo)} begins with '-' (an option to git, not a "
-                             "repository)")  # fmt: skip
+            raise InputError(
+                f"repo: {_shown(repo)} begins with '-' (an option to git, not a repository)"
+            )
         if any(ord(c) < 32 or ord(c) == 127 for c in repo):
             raise InputError("repo: contains control characters")
         kind = repo_kind(repo)
         if kind == "helper":
-            raise InputError(f"repo: {_shown(repo)} names a git remote helper ('name::'); "
-                             "never allowed")  # fmt: skip
+            raise InputError(
+                f"repo: {_shown(repo)} names a git remote helper ('name::'); never allowed"
+            )
         if kind == "scp":
-            raise InputError(f"repo: {_shown(repo)} is ssh (host:path); Arena never uses ssh "
-                             "(give an https URL, or a local path)")  # fmt: skip
+            raise InputError(
+                f"repo: {_shown(repo)} is ssh (host:path); Arena never uses ssh "
+                "(give an https URL, or a local path)"
+            )
         if kind == "url":
             return self._admit_url(repo, must_exist)
         return self._admit_local(repo, repo, must_exist)
@@ -109,12 +115,16 @@ class RepoPolicy:
             # A file:// URL is a local path spelled as a URL: the same roots, the same answers.
             return self._admit_local(repo, unquote(parts.path), must_exist)
         if scheme in ("ssh", "git+ssh", "ssh+git"):
-            raise InputError(f"repo: {_shown(repo)} is ssh; Arena never uses ssh (it would "
-                             "authenticate with the host's keys): give an https URL")  # fmt: skip
+            raise InputError(
+                f"repo: {_shown(repo)} is ssh; Arena never uses ssh (it would "
+                "authenticate with the host's keys): give an https URL"
+            )
         if scheme not in self.remotes:
             allowed = ", ".join(sorted(self.remotes)) or "none"
-            raise InputError(f"repo: {scheme}:// repositories are not allowed here "
-                             f"({REMOTES_SETTING}: {allowed})")  # fmt: skip
+            raise InputError(
+                f"repo: {scheme}:// repositories are not allowed here "
+                f"({REMOTES_SETTING}: {allowed})"
+            )
         host = urlsplit(repo).hostname or ""
         if not host or host.startswith("-"):
             raise InputError(f"repo: {_shown(repo)} has no host")

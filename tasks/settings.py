@@ -126,9 +126,10 @@ def current_settings() -> ArenaSettings:
     """`ArenaSettings()`, parsed once per distinct set of ARENA_ variables: parsing costs about
     4 ms, and a worker asks for its settings on every chunk (docs/performance.md)."""
     arena_env = frozenset(
-        (name.upper(), value) for name, value in os.environ.items()
+        (name.upper(), value)
+        for name, value in os.environ.items()
         if name.upper().startswith("ARENA_")
-    )  # fmt: skip
+    )
     return _settings_for(arena_env).model_copy()
 
 
