@@ -132,8 +132,11 @@ def _check_shape(root: yaml.Node) -> None:
         if isinstance(node, yaml.SequenceNode | yaml.MappingNode):
             inside.add(id(node))
             stack.append((node, depth, True))
-            children = node.value if isinstance(node, yaml.SequenceNode) else (
-                part for pair in node.value for part in pair)  # fmt: skip
+            children = (
+                node.value
+                if isinstance(node, yaml.SequenceNode)
+                else (part for pair in node.value for part in pair)
+            )
             stack.extend((child, depth + 1, False) for child in children)
 
 
