@@ -4,8 +4,8 @@ dimensions computed, then the same rules, composite and ranking as scores given 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -26,6 +26,7 @@ from scoring.race import (
 from scoring.race_dimensions import (
     BuildOutcome,
     Count,
+    DimensionResult,
     Duration,
     LintOutcome,
     TestOutcome,
@@ -84,6 +85,11 @@ class RaceMeasures(StrictModel):
 
 
 _COMMANDS: tuple[Literal["build", "tests", "lint"], ...] = ("build", "tests", "lint")
+# The commands scored against the baseline's run, in the order their notes are listed.
+_CHECKS: tuple[tuple[str, Callable[[Any, Any], DimensionResult]], ...] = (
+    ("tests", score_tests_outcome),
+    ("lint", score_lint_outcome),
+)
 
 
 def measured_dimensions(measures: RaceMeasures) -> list[DimensionName]:
@@ -137,25 +143,18 @@ def _agent_scores(
         build_failed = not agent.build.passed
         if agent.build.timed_out:
             notes.append("build timed out")
-    if not build_failed:
-        if configured.tests:
-            if agent.tests is None:
-                raise ValueError(
-                    f"{where}.tests: missing; the race runs tests (configured.tests) and this "
-                    "agent's build did not fail"
-                )
-            result = score_tests_outcome(agent.tests, measures.baseline.tests)
-            values["tests"] = result.score
-            notes += result.notes
-        if configured.lint:
-            if agent.lint is None:
-                raise ValueError(
-                    f"{where}.lint: missing; the race runs lint (configured.lint) and this "
-                    "agent's build did not fail"
-                )
-            result = score_lint_outcome(agent.lint, measures.baseline.lint)
-            values["lint"] = result.score
-            notes += result.notes
+    for command, score in () if build_failed else _CHECKS:
+        if not getattr(configured, command):
+            continue
+        outcome = getattr(agent, command)
+        if outcome is None:
+            raise ValueError(
+                f"{where}.{command}: missing; the race runs {command} (configured.{command}) and "
+                "this agent's build did not fail"
+            )
+        result = score(outcome, getattr(measures.baseline, command))
+        values[command] = result.score
+        notes += result.notes
     diff = agent.diff
     values["diff_size"] = score_diff_size(diff.lines_added, diff.lines_removed, diff.files_changed)
     if agent.name in speed:
