@@ -8,7 +8,7 @@ docs/agents.md "Agents as images"). The container runs as this worker's uid:gid 
 so both sides can use the socket, and is removed when the unit ends, whatever happens.
 
 The image is run by its content id, resolved when the batch was submitted
-(workers.fingerprint.image_fingerprint): a tag moved since still runs the submitted image.
+(workers.images.image_fingerprint): a tag moved since still runs the submitted image.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from workers.agent_server import encode_observation, plain
-from workers.fingerprint import AgentFingerprint
 from workers.http_agent import CircuitBreaker, HttpAgentError
 from workers.sandbox.base import SandboxUnavailable
 from workers.sandbox.containers import (
@@ -67,14 +66,6 @@ class AgentImageError(HttpAgentError):
 class ImageUnavailable(SandboxUnavailable):
     """Not the agent's fault: this worker's engine is down or lacks the submitted image (an
     infrastructure error; a resume runs the unit again)."""
-
-
-def image_to_run(image: str, fingerprint: AgentFingerprint | None) -> str:
-    """The submitted content id when the batch has one, else the reference as given (a spec
-    that declares `version:` is taken on trust)."""
-    if fingerprint is not None and fingerprint.kind == "image":
-        return fingerprint.digest
-    return image
 
 
 class NotHttp(ValueError):

@@ -29,8 +29,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from workers.sandbox.containers import EngineUnavailable, docker_client
-
 FingerprintKind = Literal[
     "source", "distribution", "declared", "file", "builtin", "unversioned", "commit", "image"
 ]
@@ -114,31 +112,6 @@ def declared_fingerprint(version: str) -> AgentFingerprint:
 def commit_fingerprint(commit: str, detail: str) -> AgentFingerprint:
     """A race agent is its branch's commit, resolved at submission."""
     return AgentFingerprint(kind="commit", digest=commit, detail=detail)
-
-
-def image_fingerprint(ref: str) -> AgentFingerprint:
-    """The content id of the image `ref` names on the Docker engine (DOCKER_HOST): the sha256 of
-    its config, the same for a local build (which has no RepoDigests) and a pulled image."""
-    import docker.errors  # here: only workers that use Docker need the engine
-
-    try:
-        client = docker_client(timeout_s=30)
-    except EngineUnavailable as exc:
-        raise FingerprintError(f"cannot resolve image {ref!r}: {exc}") from None
-    try:
-        image = client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        where = os.environ.get("DOCKER_HOST", "the local socket")
-        raise FingerprintError(
-            f"the Docker engine at {where} has no image {ref!r} (build or pull it first)"
-        ) from None
-    except docker.errors.APIError as exc:
-        raise FingerprintError(f"cannot resolve image {ref!r}: {exc.explanation}") from None
-    finally:
-        client.close()
-    digests = image.attrs.get("RepoDigests") or []
-    detail = f"image {ref}" + (f" ({digests[0]})" if digests else "")
-    return AgentFingerprint(kind="image", digest=str(image.id), detail=detail)
 
 
 def unversioned_fingerprint(why: str) -> AgentFingerprint:

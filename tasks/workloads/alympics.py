@@ -36,7 +36,7 @@ from tasks.workloads.untrusted import (
     refuse_at_submission,
 )
 from workers.agents import ENTRY_POINT, load_entry_point
-from workers.fingerprint import AgentFingerprint, image_fingerprint
+from workers.fingerprint import AgentFingerprint
 from workers.games import (
     BASELINES,
     BUILTIN,
@@ -48,6 +48,7 @@ from workers.games import (
 from workers.games import GAMES as GAME_CLASSES
 from workers.games.base import Strategy
 from workers.http_agent import HttpAgent
+from workers.images import image_fingerprint
 
 
 class SuiteGame(SpecModel):

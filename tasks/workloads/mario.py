@@ -44,11 +44,8 @@ from tasks.workloads.untrusted import (
     refuse_at_submission,
 )
 from workers.agents import ENTRY_POINT, Agent, AgentChanged, load_entry_point
-from workers.fingerprint import (
-    AgentFingerprint,
-    file_fingerprint,
-    image_fingerprint,
-)
+from workers.fingerprint import AgentFingerprint, file_fingerprint
+from workers.images import image_fingerprint
 from workers.mario.protocol import FULL_GAME, MarioProtocol, check_level
 from workers.sandbox.agent_sandbox import STEP_TIMEOUT_S
 

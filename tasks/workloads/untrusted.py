@@ -19,8 +19,9 @@ from typing import Any
 
 from tasks.settings import ArenaSettings, current_settings, load_settings
 from tasks.workloads.base import Unit
-from workers.agent_image import ImageAgent, image_agent, image_to_run
+from workers.agent_image import ImageAgent, image_agent
 from workers.fingerprint import FingerprintError
+from workers.images import image_to_run
 from workers.sandbox.agent_sandbox import (
     AgentLimits,
     AgentSandboxUnavailable,
