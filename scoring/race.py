@@ -2,8 +2,8 @@
 the composite, ranking and verdict.
 
 Each dimension's own formula is scoring/race_dimensions.py's (scores that need other agents or the
-baseline take them explicitly, so the reducer computes them once every check is in); the rubric's
-CLI layout is scoring/race_display.py's.
+baseline take them explicitly, so the reducer computes them once every check is in). The rubric's
+CLI layout of the results is here, beside the composite's display rule it shares with ties.
 
 Two inputs reach the same rules (``apply_race_rules``, ``calculate_composite``, ``rank_agents``):
 dimension scores given directly (``score_agents`` / ``score_race_dimensions``), and the raw
@@ -276,9 +276,66 @@ def score_race_dimensions(
     return race_outcome(task, dims, scored, thresholds or Thresholds())
 
 
-# -- display of a composite ----------------------------------------------------------------------
+# -- display ---------------------------------------------------------------------------------------
 
 
 def format_composite(value: float) -> str:
     """One decimal, half up: 93.25 -> 93.3 (as the rubric prints it)."""
     return format_half_up(value, 1)
+
+
+_LABELS = ("BUILD", "TESTS", "LINT", "DIFF", "SPEED")
+
+
+def _cell(label: str, value: float | None, build_failed: bool) -> str:
+    if value is None or (build_failed and label in ("TESTS", "LINT")):
+        return f"[{label}: --]"
+    if label == "BUILD":
+        return f"[{label}: {'✓' if value > 0 else '✗'}]"
+    return f"[{label}: {format_half_up(value)}]"
+
+
+def format_race_results(
+    ranked: Sequence[ScoredAgent],
+    task: str | None = None,
+    verdict: Verdict | None = None,
+    branches: Mapping[str, str] | None = None,
+    merge_hint: str | None = None,
+) -> str:
+    """The rubric's CLI layout: one aligned row per agent (an unmeasured dimension, or tests and
+    lint after a failed build, show '--'), the winner (with its branch when known), the merge
+    hint, the verdict, then any notes."""
+    title = f'Race Results — Task: "{task}"' if task else "Race Results"
+    name_width = max([len(r.name) for r in ranked] or [0]) + 2
+    rows: list[list[str]] = []
+    for r in ranked:
+        s = r.scores
+        failed = s.build is not None and s.build == 0
+        rows.append(
+            [
+                _cell(label, getattr(s, dim), failed)
+                for label, dim in zip(_LABELS, DIMENSIONS, strict=True)
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_LABELS))] if rows else []
+    lines = [title, "=" * max(44, len(title)), ""]
+    for r, row in zip(ranked, rows, strict=True):
+        cells = " ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        row_text = f"  #{r.rank:<2} {r.name:<{name_width}} {format_composite(r.composite):>5} / 100"
+        lines.append(f"{row_text}    {cells}".rstrip())
+    tied = tied_at_top(ranked)
+    if len(tied) > 1:
+        shown = format_composite(ranked[0].composite)
+        lines += ["", f"Winner: none: {', '.join(tied)} tie at {shown} / 100 (a person picks)"]
+    elif ranked:
+        winner = ranked[0].name
+        branch = (branches or {}).get(winner)
+        lines += ["", f"Winner: {winner}" + (f" (branch: {branch})" if branch else "")]
+        if merge_hint:
+            lines.append(merge_hint)
+    if verdict is not None:
+        lines.append(f"Verdict: {verdict.value}")
+    notes = [f"  {r.name}: {note}" for r in ranked for note in r.notes]
+    if notes:
+        lines += ["", "Notes:", *notes]
+    return "\n".join(lines)

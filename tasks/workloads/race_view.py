@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scoring.race import AgentScore, DimensionScores, RankedAgent, Verdict, rank_agents
-from scoring.race_display import format_race_results
+from scoring.race import (
+    AgentScore,
+    DimensionScores,
+    RankedAgent,
+    Verdict,
+    format_race_results,
+    rank_agents,
+)
 from tasks.workloads.base import LeaderboardEntry
 
 

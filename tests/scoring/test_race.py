@@ -17,6 +17,7 @@ from scoring.race import (
     Verdict,
     calculate_composite,
     format_composite,
+    format_race_results,
     race_verdict,
     rank_agents,
     resolve_measured,
@@ -37,7 +38,6 @@ from scoring.race_dimensions import (
     score_tests,
     score_tests_outcome,
 )
-from scoring.race_display import format_race_results
 from scoring.race_measures import (
     AgentMeasures,
     BaselineMeasures,
