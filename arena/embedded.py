@@ -19,6 +19,7 @@ from pathlib import Path
 
 import redis
 
+from tasks.broker import forget_messages  # kombu's keys are tasks/broker.py's to know
 from tasks.validation import InputError
 
 PR_SET_PDEATHSIG = 1
@@ -45,9 +46,13 @@ def _spawn(
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed with the child)
     # A new session: Ctrl-C reaches `arena` only, which then stops its children in order.
     return subprocess.Popen(
-        argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        argv,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         preexec_fn=_die_with_parent,
-    )  # fmt: skip
+    )
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
@@ -122,11 +127,26 @@ def redis_argv(data_dir: Path, sock: Path) -> list[str]:
     """A Redis that keeps every acknowledged write: the append-only file, fsynced on every
     write, so a crash or kill -9 of Redis loses no stored unit result and no queued unit."""
     return [
-        redis_server_binary(), "--port", "0", "--unixsocket", str(sock),
-        "--unixsocketperm", "700", "--dir", str(data_dir), "--appendonly", "yes",
-        "--appendfsync", "always", "--dbfilename", "arena.rdb", "--save", "",
-        "--daemonize", "no",
-    ]  # fmt: skip
+        redis_server_binary(),
+        "--port",
+        "0",
+        "--unixsocket",
+        str(sock),
+        "--unixsocketperm",
+        "700",
+        "--dir",
+        str(data_dir),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--dbfilename",
+        "arena.rdb",
+        "--save",
+        "",
+        "--daemonize",
+        "no",
+    ]
 
 
 def start_redis(data_dir: Path, sock: Path) -> subprocess.Popen[bytes]:
@@ -174,14 +194,29 @@ def start_workers(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     return _spawn(
         [
-            sys.executable, "-m", "celery", "-A", "tasks.app", "worker", "--queues", queues,
-            "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "WARNING",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "--hostname", f"arena-{os.getpid()}-{next(_worker_numbers)}@%h",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tasks.app",
+            "worker",
+            "--queues",
+            queues,
+            "--concurrency",
+            str(concurrency),
+            "--pool",
+            "prefork",
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--hostname",
+            f"arena-{os.getpid()}-{next(_worker_numbers)}@%h",
         ],
         env=env,
         log=data_dir.resolve() / "worker.log",
-    )  # fmt: skip
+    )
 
 
 # How often the embedded worker pool is looked at, and how long it must have run before an exit
@@ -226,8 +261,11 @@ def embedded_cluster(data_dir: Path, workers: int) -> Iterator[str]:
     with embedded_redis(data_dir) as url:
 
         def restarted(code: int) -> None:
-            print(f"arena: the worker pool exited (code {code}); starting it again "
-                  f"(its log: {data_dir / 'worker.log'})", file=sys.stderr)  # fmt: skip
+            print(
+                f"arena: the worker pool exited (code {code}); starting it again "
+                f"(its log: {data_dir / 'worker.log'})",
+                file=sys.stderr,
+            )
 
         kept = KeptPool(lambda: start_workers(url, workers, data_dir), restarted)
         try:
@@ -242,9 +280,6 @@ def forget_broker_state(url: str) -> None:
     Only this process talks to the embedded Redis, so nothing else owns them; the batch is then
     resumed from its stored unit results instead of waiting for the visibility timeout.
     """
-    # Here, not at the top: only this function of the module was to change (move it up).
-    from tasks.broker import forget_messages  # kombu's keys are tasks/broker.py's to know
-
     client = redis.Redis.from_url(url)
     forget_messages(client)
     client.close()

@@ -21,7 +21,7 @@ from typing import Any
 from _cluster import bench_cluster, timed_batch  # beside this script
 from rich.console import Console
 
-from arena.alympics import benchmark_spec, result_of
+from arena.service.alympics import benchmark_spec, result_of
 from tasks.execute import execute_batch
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch

@@ -60,7 +60,7 @@ def start_api(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     script = Path(sys.executable).with_name("arena")
     argv = [str(script)]
     if not script.exists():
-        argv = [sys.executable, "-c", "from arena.cli import main; main()"]
+        argv = [sys.executable, "-c", "from arena.cli.main import main; main()"]
     with open(log, "ab") as out:
         server = subprocess.Popen(
             [*argv, "api", "--port", str(port)],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, NoReturn
 
@@ -170,14 +171,21 @@ def _yaml_problem(path: str, exc: yaml.YAMLError) -> str:
     return f"{path}: not valid YAML/JSON at {where}: {' '.join(what.split())}"
 
 
-def _read_spec(path: str) -> str:
+def read_text(path: str, max_bytes: int, too_large: str = "", stdin: bool = False) -> str:
+    """A text file of at most `max_bytes` (`stdin`: '-' reads standard input), UTF-8 with any
+    BOM dropped: Arena's one reader of a user's file. Every way of failing to read it is one
+    InputError naming it (`too_large`: what the refusal of a larger one adds)."""
     try:
-        with Path(path).open("rb") as file:
-            data = file.read(MAX_SPEC_BYTES + 1)
+        if stdin and path == "-":
+            data = sys.stdin.buffer.read(max_bytes + 1)
+        else:
+            with Path(path).open("rb") as file:
+                data = file.read(max_bytes + 1)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_SPEC_BYTES:
-        raise InputError(f"{path}: larger than {MAX_SPEC_BYTES // 1024} KiB; a spec is small")
+    if len(data) > max_bytes:
+        size = f"{max_bytes // 2**20} MiB" if max_bytes >= 2**20 else f"{max_bytes // 1024} KiB"
+        raise InputError(f"{path}: larger than {size}{too_large}")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -190,7 +198,7 @@ def load_spec_file(
     """YAML or JSON (JSON is YAML), as JSON's kinds of value; the caller validates. Any problem
     with the file itself is one InputError line naming it (and the line, where there is one)."""
     name = str(path)
-    text = _read_spec(name)
+    text = read_text(name, MAX_SPEC_BYTES, "; a spec is small")
     try:
         return yaml.load(text, Loader=loader or LOADERS[0])
     except yaml.YAMLError as exc:

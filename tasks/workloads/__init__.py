@@ -15,7 +15,7 @@ from tasks.repo_policy import Asker
 from tasks.settings import ArenaSettings, current_settings, load_settings
 from tasks.spec import BatchSpec
 from tasks.validation import InputError, describe_validation_error
-from tasks.workloads.base import ValidatedBatch, Workload, normalise
+from tasks.workloads.base import Unit, ValidatedBatch, Workload, normalise
 from workers.fingerprint import engine_fingerprint
 
 
@@ -117,3 +117,11 @@ def validate_batch(
     batch = ValidatedBatch(spec=spec, agents=agents, items=items, params=params, identity=identity)
     workload.check(batch)
     return batch
+
+
+def stored_units(spec: Any, identity: BatchIdentity) -> tuple[ValidatedBatch, list[Unit]]:
+    """A stored batch rebuilt as it was accepted (its spec, the identity of its submission)
+    and its units in their fixed order: what a reducer, a requeue, a report or a replay reads
+    its results by."""
+    batch = validate_batch(spec, identity=identity)
+    return batch, get_workload(batch.spec.workload).expand(batch)

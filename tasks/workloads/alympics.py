@@ -21,6 +21,7 @@ from tasks.validation import InputError
 from tasks.workloads.base import (
     Column,
     LeaderboardEntry,
+    PageColumn,
     Reduction,
     Unit,
     UnitCount,
@@ -158,6 +159,10 @@ class AlympicsWorkload(Workload):
     params_model = AlympicsParams
     chunk_size = 10  # a match set takes about 10 ms (docs/performance.md, section 1)
     score_header = "Composite"
+    page_columns = tuple(
+        PageColumn(key=f"categories.{c}", header=c.capitalize(), shown_as="bar")
+        for c in ("strategic", "cooperation", "fairness", "robustness")
+    )
     table_columns = (
         Column(key="categories.strategic", header="Strategic"),
         Column(key="categories.cooperation", header="Cooperation"),

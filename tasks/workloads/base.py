@@ -92,8 +92,8 @@ class Reduction(BaseModel):
     entries: list[LeaderboardEntry]
 
 
-# How a leaderboard cell shows a number (arena/tables.py): 4 significant digits, never scientific;
-# a whole number with thousands separators; a percentage.
+# How a leaderboard cell shows a number (arena/service/numbers.py): 4 significant digits, never
+# scientific; a whole number with thousands separators; a percentage.
 ColumnFormat = Literal["number", "count", "percent"]
 
 
@@ -116,6 +116,25 @@ class IntervalSpec(BaseModel):
     ci95: str
     header: str
     fmt: ColumnFormat = "number"
+
+
+class PageColumn(BaseModel):
+    """A column of a board on the web page: `key` (a stats path) shown as a number, as a point
+    with its 95% interval (`ci95`, another stats path), or as a 0-100 bar. `name`: the cell's
+    class (the key's last part when empty)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    header: str
+    fmt: ColumnFormat = "number"
+    shown_as: Literal["number", "interval", "bar"] = "number"
+    ci95: str | None = None
+    name: str = ""
+
+    @property
+    def css(self) -> str:
+        return self.name or self.key.rsplit(".", 1)[-1]
 
 
 class UnitCount(BaseModel):
@@ -176,13 +195,18 @@ class Workload(ABC):
     params_model: ClassVar[type[BaseModel]]
     # Units per Celery task: tiny units are chunked so dispatch does not dominate.
     chunk_size: ClassVar[int] = 1
-    # How a leaderboard shows the entries (arena/tables.py): the primary score, then the interval
-    # (rows not separated from the row above are marked), these stats, and the errors column
-    # when any entry has errors. Declared, so no column depends on the values of the first row.
+    # How a leaderboard shows the entries (arena/cli/tables.py): the primary score, then the
+    # interval (rows not separated from the row above are marked), these stats, and the errors
+    # column when any entry has errors. Declared, so no column depends on the values of the
+    # first row.
     score_header: ClassVar[str] = "Score"
     interval: ClassVar[IntervalSpec | None] = None
     table_columns: ClassVar[tuple[Column, ...]] = ()
     errors_column: ClassVar[Column | None] = None
+    # What a board's web page shows beside rank, agent and score (None: the interval and the
+    # table columns above), and whether its rows link the best episode's replay.
+    page_columns: ClassVar[tuple[PageColumn, ...] | None] = None
+    replays: ClassVar[bool] = False
 
     def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
         """A workload whose spec has its own shape (a race: task, repo, scoring) maps it onto
@@ -305,8 +329,25 @@ class Workload(ABC):
 
     def format_board(self, name: str, entries: Sequence[LeaderboardEntry]) -> str | None:
         """The board as the workload's rubric prints it; None: the generic table
-        (arena/tables.py, from the columns declared above)."""
+        (arena/cli/tables.py, from the columns declared above)."""
         return None
+
+    def board_page_columns(self) -> tuple[PageColumn, ...]:
+        """The columns of a board's web page: as declared, or the terminal table's."""
+        if self.page_columns is not None:
+            return self.page_columns
+        columns = [PageColumn(key=c.key, header=c.header, fmt=c.fmt) for c in self.table_columns]
+        if self.interval is not None:
+            spec = self.interval
+            point = PageColumn(
+                key=spec.point,
+                header=spec.header,
+                fmt=spec.fmt,
+                shown_as="interval",
+                ci95=spec.ci95,
+            )
+            columns.insert(0, point)
+        return tuple(columns)
 
     def rank(self, entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
         return sorted(entries, key=lambda e: (-e.score, e.agent))

@@ -29,6 +29,7 @@ from tasks.identity import protocol_fingerprint
 from tasks.spec import Name, SpecModel
 from tasks.workloads.base import (
     LeaderboardEntry,
+    PageColumn,
     QueueName,
     Reduction,
     Unit,
@@ -117,6 +118,25 @@ class MarioWorkload(Workload):
     params_model = MarioProtocol
     chunk_size = 1  # an episode takes seconds: no batching needed
     score_header: ClassVar[str] = "Best score"
+    page_columns: ClassVar[tuple[PageColumn, ...] | None] = (
+        PageColumn(
+            key="success_rate",
+            ci95="success_ci95",
+            header="Success rate [Wilson 95%]",
+            fmt="percent",
+            shown_as="interval",
+            name="success",
+        ),
+        PageColumn(
+            key="iqm_score",
+            ci95="iqm_ci95",
+            header="IQM [bootstrap 95%]",
+            shown_as="interval",
+            name="iqm",
+        ),
+        PageColumn(key="episodes", header="Episodes", fmt="count"),
+    )
+    replays: ClassVar[bool] = True
 
     def queue(self, agent: Any, item: Any, params: Any) -> QueueName:
         return "gpu" if agent.device == "cuda" else "cpu"

@@ -21,6 +21,7 @@ from tasks.validation import InputError, describe_validation_error
 from tasks.workloads.base import (
     Column,
     LeaderboardEntry,
+    PageColumn,
     Reduction,
     Unit,
     UnitCount,
@@ -56,6 +57,16 @@ class RaceWorkload(Workload):
     item_model = RaceItem
     params_model = RaceParams
     score_header: ClassVar[str] = "Composite"
+    page_columns: ClassVar[tuple[PageColumn, ...] | None] = tuple(
+        PageColumn(key=f"scores.{d}", header=h, shown_as="bar")
+        for d, h in (
+            ("build", "Build"),
+            ("tests", "Tests"),
+            ("lint", "Lint"),
+            ("diff_size", "Diff"),
+            ("speed", "Speed"),
+        )
+    )
     table_columns: ClassVar[tuple[Column, ...]] = (
         Column(key="scores.build", header="Build"),
         Column(key="scores.tests", header="Tests"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from arena.api import create_app
+from arena.web.app import create_app
 from tasks.settings import ArenaSettings
 from tests.integration.conftest import (  # noqa: F401 (fixtures)
     cluster_env,

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from arena.api import create_app, published_schema
+from arena.web.app import create_app, published_schema
 from tasks.settings import ArenaSettings
 from tasks.store import Store
 from tests.api.conftest import AUTH

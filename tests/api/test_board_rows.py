@@ -1,5 +1,5 @@
-"""GET /leaderboards/NAME builds its rows without the CLI's tables: they must stay the rows
-`arena leaderboard NAME --json` prints (cluster_cmd.leaderboard_table), ranking included."""
+"""GET /leaderboards/NAME answers the rows `arena leaderboard NAME --json` prints: both read the
+board with the one reader of the service layer (boards.read_board), ranking included."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from arena import cluster_cmd
+from arena.service.boards import read_board
 from tasks.provenance import finished_provenance, provenance_of
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
@@ -37,6 +37,6 @@ def test_board_rows_are_the_clis_json_rows(client: TestClient, db: Store) -> Non
 
     response = client.get("/leaderboards/rows")
     assert response.status_code == 200, response.text
-    _, expected = cluster_cmd.leaderboard_table(db, "rows")
+    expected = read_board(db, "rows").payload()
     assert response.json() == {"name": "rows", "entries": expected}
     assert [r["agent"] for r in expected] == ["thompson", "greedy", "ucb1", "random"]

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from arena.api import create_app
 from arena.embedded import start_redis, stop
+from arena.web.app import create_app
 from tasks.app import configure
 from tasks.settings import ArenaSettings
 from tests.api.conftest import AUTH, TOKEN

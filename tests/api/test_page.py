@@ -23,8 +23,8 @@ import uvicorn
 import yaml
 from fastapi.testclient import TestClient
 
-from arena.api import create_app
-from arena.tables import format_value
+from arena.service.numbers import format_value
+from arena.web.app import create_app
 from tasks.settings import ArenaSettings
 from tasks.store import Store
 from tests.api.conftest import AUTH, TOKEN
@@ -272,6 +272,6 @@ BANDS = [(100, "good"), (80.5, "good"), (80, "fair"), (50, "fair"), (49.9, "poor
 
 @pytest.mark.parametrize(("value", "band"), BANDS)
 def test_colour_bands(value: float | None, band: str) -> None:
-    from arena.page import band as colour
+    from arena.web.html import band as colour
 
     assert colour(value) == band

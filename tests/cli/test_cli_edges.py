@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.cli import main
+from arena.cli.main import main
 from tasks.provenance import arena_version
 from tasks.settings import load_settings
 from tasks.validation import InputError

@@ -2,8 +2,9 @@
 exit status 2 and one line `arena: error: ...`, never a traceback, a NaN or a nonsense number —
 and a bad spec is refused before anything connects to Redis (nothing stored).
 
-Everything runs in-process (arena.cli.main) with ARENA_REDIS_URL pointing at a port where nothing
-listens, so a spec that is valid ends with "cannot reach Redis" (also exit 2) instead of work.
+Everything runs in-process (arena.cli.main.main) with ARENA_REDIS_URL pointing at a port where
+nothing listens, so a spec that is valid ends with "cannot reach Redis" (also exit 2) instead of
+work.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.cli import main
+from arena.cli.main import main
 from tasks.spec import LOADERS, MAX_SPEC_BYTES, load_spec_file
 from tasks.validation import InputError
 
@@ -609,7 +610,7 @@ def test_messages_name_each_field_once_and_stay_short():
 
 
 def test_a_score_that_is_not_finite_is_refused_not_printed(monkeypatch: pytest.MonkeyPatch):
-    from arena import score_cmd
+    from arena.service import scores as score_cmd
 
     # The models' bounds make this unreachable today; the guard keeps NaN out of --json anyway.
     monkeypatch.setitem(score_cmd.SCORERS, "race", lambda data: ("", {"composite": math.nan}))

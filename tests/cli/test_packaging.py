@@ -36,7 +36,7 @@ NOT_SOURCE = shutil.ignore_patterns(
 RUN_FROM_INSTALL = (
     "import importlib, json, sys; "
     f"files = {{name: importlib.import_module(name).__file__ for name in {PACKAGES!r}}}; "
-    "from arena.cli import EXAMPLES_DIR, main; "
+    "from arena.cli.main import EXAMPLES_DIR, main; "
     "files['EXAMPLES_DIR'] = str(EXAMPLES_DIR); "
     "print('ARENA-FILES', json.dumps(files), file=sys.stderr); "
     "main()"

@@ -1,28 +1,20 @@
-"""Leaderboard tables (arena/tables.py): the columns a workload declares, intact at 100 columns,
+"""Leaderboard tables (arena/cli/tables.py): the columns a workload declares, intact at 100 columns,
 intervals with their overlap mark, errors when there are any. Pure rendering: no Redis."""
 
 from __future__ import annotations
 
 import random
 import re
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from rich.console import Console
 from rich.table import Table
 
-from arena import cluster_cmd
-from arena.alympics import benchmark_spec, result_of
-from arena.tables import (
-    OVERLAP_CAPTION,
-    OVERLAP_MARK,
-    format_value,
-    leaderboard_view,
-    overlaps_above,
-    significant,
-    stat,
-)
+from arena.cli.tables import OVERLAP_CAPTION, OVERLAP_MARK, leaderboard_table
+from arena.service.alympics import benchmark_spec, result_of
+from arena.service.boards import Board, ranked
+from arena.service.numbers import format_value, overlaps_above, significant, stat
 from scoring.bandit import summarise_bandit
 from tasks.execute import execute_batch
 from tasks.store import LeaderboardRow
@@ -38,6 +30,12 @@ NAMES = [
     "greedy-optimistic-init",
     "random",
 ]
+
+
+def leaderboard_view(name: str, rows: list[LeaderboardRow], workload: Any) -> tuple[Table, Any]:
+    """The table `arena leaderboard` prints and the JSON rows, of rows in the workload's order."""
+    board = Board(name, ranked(rows, workload), workload)
+    return leaderboard_table(board), board.payload()
 
 
 def row(agent: str, score: float, stats: dict[str, Any]) -> LeaderboardRow:
@@ -323,22 +321,9 @@ def test_empty_board():
     assert "Mean reward" in header_block(render(table))
 
 
-class FakeStore:
-    """What leaderboard_table reads of a Store: the board's rows and their batch's workload."""
-
-    def __init__(self, rows: list[LeaderboardRow], workload: str) -> None:
-        self.rows, self.workload = rows, workload
-
-    def leaderboard(self, name: str) -> list[LeaderboardRow]:
-        return self.rows
-
-    def batch(self, batch_id: str) -> SimpleNamespace:
-        return SimpleNamespace(workload=self.workload)
-
-
 def test_cluster_leaderboard_table_uses_the_workloads_columns():
     rows = bandit_rows({"ucb1": 1})
-    table, payload = cluster_cmd.leaderboard_table(FakeStore(rows, "bandit"), "bandit")  # type: ignore[arg-type]
+    table, payload = leaderboard_view("bandit", rows, BANDIT)
     text = render(table)
     assert_fits(text)
     assert "IQM [95% CI]" in header_block(text) and "Errors" in header_block(text)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.alympics import run_alympics
+from arena.service.alympics import run_alympics
 from tests.integration.conftest import arena
 
 pytestmark = pytest.mark.integration

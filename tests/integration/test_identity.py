@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from arena.report import report_schema
+from arena.service.reports import report_schema
 from tests.integration.conftest import ROOT, arena, bandit_spec, wait_finished
 
 pytestmark = pytest.mark.integration

@@ -26,7 +26,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from arena.api import create_app
+from arena.web.app import create_app
 from tasks.settings import ArenaSettings
 from tasks.store import Store
 from tests.api.conftest import (  # noqa: F401 (fixtures)

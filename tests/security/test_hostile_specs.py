@@ -1,7 +1,7 @@
 """Hostile specs (issue 19, findings 1, 5 and 6): a spec names only what the operator allows.
 
 Every attack goes through a real front door: the HTTP API (its test client on a real Redis),
-the CLI (arena.cli.main in-process, as tests/cli/test_malformed_input.py runs it, with Redis
+the CLI (arena.cli.main.main in-process, as tests/cli/test_malformed_input.py runs it, with Redis
 pointing where nothing listens, so a spec that got past validation would end "cannot reach
 Redis"), the schedules `arena beat` fires, and a worker running a stored unit. Repositories are
 real git repositories in temporary folders. Each refusal must be a 4xx (API) or exit 2 with one

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from arena.alympics import BenchmarkResult, agent_spec, benchmark_spec, result_of
+from arena.service.alympics import BenchmarkResult, agent_spec, benchmark_spec, result_of
 from tasks.execute import execute_batch
 from tasks.spec import load_spec_file
 from tasks.validation import InputError

@@ -1,15 +1,16 @@
-"""`arena score`: score results produced elsewhere, for people (default) or machines (--json)."""
+"""Scoring results produced elsewhere (`arena score`, `arena demo`): the text for people and the
+JSON for machines, from the rubrics in scoring/."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from arena.errors import InputError
-from arena.inputs import parse_alympics, parse_mario, parse_race
+from arena.service.inputs import parse_alympics, parse_mario, parse_race
 from scoring import alympics, mario, race
 from scoring.mario_display import format_aggregate, format_episode_breakdown, format_leaderboard
 from scoring.race_measures import RaceMeasures, score_race
+from tasks.validation import InputError
 
 
 def _mario(data: Any) -> tuple[str, dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The Alympics benchmark as the rubric presents it: `run_alympics`, `score_benchmark`.
 
 import asyncio
-from arena.alympics import run_alympics
+from arena.service.alympics import run_alympics
 result = asyncio.run(run_alympics(agent_name="builtin"))
 print(result.summary())
 """

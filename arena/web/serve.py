@@ -4,6 +4,7 @@ and stops when the run's Redis does: after the batch, it serves until Ctrl-C."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,12 +23,14 @@ def serving(settings: ArenaSettings, port: int | None, host: str = "127.0.0.1") 
     if port is None:
         yield
         return
+    # The server and the app (FastAPI) only when --serve asks for them.
     import uvicorn
 
-    from arena.api import create_app
+    from arena.web.app import create_app
 
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port,
-                                          log_level="warning"))  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, name="arena-serve", daemon=True)
     thread.start()
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -44,11 +47,9 @@ def serving(settings: ArenaSettings, port: int | None, host: str = "127.0.0.1") 
 
 
 def _until_interrupted(port: int) -> None:
-    import click
-
-    click.echo(f"serving http://127.0.0.1:{port}/ until Ctrl-C", err=True)
+    print(f"serving http://127.0.0.1:{port}/ until Ctrl-C", file=sys.stderr, flush=True)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        click.echo("stopped serving", err=True)
+        print("stopped serving", file=sys.stderr, flush=True)

@@ -16,7 +16,7 @@ from tasks.provenance import Provenance, finished_provenance, provenance_of, utc
 from tasks.redact import redact_text
 from tasks.store import BatchStatus, Store, by_board
 from tasks.validation import InputError
-from tasks.workloads import get_workload
+from tasks.workloads import get_workload, stored_units
 from tasks.workloads.base import LeaderboardEntry, UnitResult, ValidatedBatch
 from workers.fingerprint import AgentFingerprint
 
@@ -70,9 +70,12 @@ def report_schema() -> dict[str, Any]:
 
 
 def agent_results(
-    workload_name: str, entries: list[LeaderboardEntry], boards: dict[str, str],
-    provenance: Provenance, units: list[UnitResult],
-) -> dict[str, dict[str, AgentResult]]:  # fmt: skip
+    workload_name: str,
+    entries: list[LeaderboardEntry],
+    boards: dict[str, str],
+    provenance: Provenance,
+    units: list[UnitResult],
+) -> dict[str, dict[str, AgentResult]]:
     """Per board, per agent in rank order (units and errors: the agent's in the whole batch)."""
     workload = get_workload(workload_name)
     results: dict[str, dict[str, AgentResult]] = {}
@@ -81,10 +84,13 @@ def agent_results(
         for rank, e in enumerate(workload.rank(board_entries), start=1):
             own = [u for u in units if u.agent == e.agent]
             ranked[e.agent] = AgentResult(
-                rank=rank, score=e.score, stats=e.stats,
-                fingerprint=provenance.agents.get(e.agent), units=len(own),
+                rank=rank,
+                score=e.score,
+                stats=e.stats,
+                fingerprint=provenance.agents.get(e.agent),
+                units=len(own),
                 errors=sum(u.status == "error" for u in own),
-            )  # fmt: skip
+            )
     return results
 
 
@@ -93,7 +99,8 @@ def report_from_store(db: Store, batch_id: str, log_dir: Path | None = None) -> 
     if info is None:
         raise InputError(f"batch: no batch {batch_id!r}")
     stored = db.unit_results(batch_id)
-    units = [stored[u.id] for u in expanded_units(info.spec, info.identity) if u.id in stored]
+    _, expanded = stored_units(info.spec, info.identity)
+    units = [stored[u.id] for u in expanded if u.id in stored]
     return Report(
         batch_id=info.id,
         run_id=info.run_id,
@@ -114,9 +121,12 @@ def report_from_store(db: Store, batch_id: str, log_dir: Path | None = None) -> 
 
 
 def in_process_report(
-    batch: ValidatedBatch, results: list[UnitResult], created_at: float,
-    run_id: str | None = None, log_dir: Path | None = None,
-) -> Report:  # fmt: skip
+    batch: ValidatedBatch,
+    results: list[UnitResult],
+    created_at: float,
+    run_id: str | None = None,
+    log_dir: Path | None = None,
+) -> Report:
     """The report of a batch run in this process (no Redis, no leaderboard)."""
     workload = get_workload(batch.spec.workload)
     reduction = workload.reduce(batch, results)
@@ -124,22 +134,22 @@ def in_process_report(
     provenance, _ = finished_provenance(provenance_of(batch, run_id), created_at, results)
     errors = sum(r.status == "error" for r in results)
     return Report(
-        batch_id=batch.batch_id, run_id=run_id, workload=workload.name,
+        batch_id=batch.batch_id,
+        run_id=run_id,
+        workload=workload.name,
         leaderboards=list(boards),
-        status="done", reason=None, created_at=utc_iso(created_at),
-        finished_at=provenance.finished_at, config=batch.normalised(), versions=provenance,
+        status="done",
+        reason=None,
+        created_at=utc_iso(created_at),
+        finished_at=provenance.finished_at,
+        config=batch.normalised(),
+        versions=provenance,
         counts=Counts(total=len(results), completed=len(results), errors=errors),
         summary=reduction.summary,
         results=agent_results(workload.name, reduction.entries, boards, provenance, results),
-        units=results, log_dir=str(log_dir) if log_dir else None,
-    )  # fmt: skip
-
-
-def expanded_units(spec: dict[str, Any], identity: Any) -> list[Any]:
-    from tasks.workloads import validate_batch
-
-    batch = validate_batch(spec, identity=identity)
-    return get_workload(batch.spec.workload).expand(batch)
+        units=results,
+        log_dir=str(log_dir) if log_dir else None,
+    )
 
 
 def check_output_path(path: Path) -> Path:
@@ -209,5 +219,5 @@ def safe_name(text: str) -> str:
     return "".join(c if c.isalnum() or c in "._@-" else "_" for c in text) or "_"
 
 
-if __name__ == "__main__":  # python -m arena.report > docs/report.schema.json
+if __name__ == "__main__":  # python -m arena.service.reports > docs/report.schema.json
     print(json.dumps(report_schema(), indent=2))

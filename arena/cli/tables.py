@@ -6,11 +6,9 @@ Which columns appear is the workload's declaration (`Workload.score_header`, `in
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rich import box
 from rich.cells import cell_len
@@ -18,13 +16,20 @@ from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from tasks.store import LeaderboardRow, as_entries
-from tasks.workloads.base import Column, ColumnFormat, IntervalSpec, Workload
+from arena.service.boards import Board
+from arena.service.numbers import (
+    as_number,
+    format_value,
+    interval_of,
+    overlaps_above,
+    stat,
+    with_interval,
+)
+from tasks.store import LeaderboardRow
+from tasks.workloads.base import Column, IntervalSpec, Workload
 
 OVERLAP_MARK = "≈"
 OVERLAP_CAPTION = f"{OVERLAP_MARK} interval overlaps the row above: not separated"
-MISSING = "—"
-Interval = tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -38,82 +43,8 @@ class _Cells:
     flexible: bool = False
 
 
-def stat(stats: dict[str, Any], key: str) -> Any:
-    """The value at a dotted path (categories.fairness), None where any step is missing."""
-    value: Any = stats
-    for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def significant(value: float, digits: int = 4, max_decimals: int = 4) -> str:
-    """At most `digits` significant digits, fixed point with thousands separators: a regret of
-    12,345.6 reads 12,346, never 1.235e+04."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    # The magnitude after rounding, so that 9.9996 gives 10.00 rather than 10.000.
-    magnitude = math.floor(math.log10(abs(float(f"{value:.{digits - 1}e}"))))
-    decimals = min(max(digits - 1 - magnitude, 0), max_decimals)
-    return f"{value:,.{decimals}f}"
-
-
-def format_value(value: Any, fmt: ColumnFormat, digits: int = 4) -> str:
-    number = _number(value)
-    if number is None:
-        return MISSING
-    if fmt == "count":
-        return f"{round(number):,}"
-    if fmt == "percent":
-        return f"{significant(number * 100, digits - 1, max_decimals=1)}%"
-    return significant(number, digits)
-
-
-def interval_of(stats: dict[str, Any], spec: IntervalSpec) -> Interval | None:
-    """The entry's 95% interval; stats come back from JSON, so a list as well as a tuple."""
-    raw = stat(stats, spec.ci95)
-    if not isinstance(raw, list | tuple) or len(raw) != 2:
-        return None
-    low, high = (_number(v) for v in raw)
-    return None if low is None or high is None else (low, high)
-
-
-def overlaps_above(intervals: Sequence[Interval | None]) -> list[bool]:
-    """For each row in rank order: does its interval overlap the one of the row above?"""
-    marks = [False] * len(intervals)
-    for i in range(1, len(intervals)):
-        above, this = intervals[i - 1], intervals[i]
-        if above is not None and this is not None:
-            marks[i] = this[0] <= above[1] and above[0] <= this[1]
-    return marks
-
-
-def ranked(rows: Sequence[LeaderboardRow], workload: Workload | None) -> list[LeaderboardRow]:
-    """Rows in the workload's rank order (the store's order, by score, when it is unknown)."""
-    if workload is None:
-        return list(rows)
-    by_agent = {r.agent: r for r in rows}
-    return [by_agent[e.agent] for e in workload.rank(as_entries(rows))]
-
-
-def _interval_cells(rows: Sequence[LeaderboardRow], spec: IntervalSpec) -> list[str]:
-    cells = []
-    for row in rows:
-        point, ci = stat(row.stats, spec.point), interval_of(row.stats, spec)
-        # 3 digits: enough to compare neighbours, narrow enough for the whole table to fit.
-        text = format_value(point, spec.fmt, digits=3)
-        if ci is not None:
-            low, high = (format_value(v, spec.fmt, digits=3) for v in ci)
-            text += f" [{low}, {high}]"
-        cells.append(text)
-    return cells
+def _interval_cells(rows: Sequence[LeaderboardRow], s: IntervalSpec) -> list[str]:
+    return [with_interval(stat(r.stats, s.point), interval_of(r.stats, s), s.fmt) for r in rows]
 
 
 def _stat_cells(rows: Sequence[LeaderboardRow], column: Column) -> _Cells:
@@ -122,7 +53,7 @@ def _stat_cells(rows: Sequence[LeaderboardRow], column: Column) -> _Cells:
 
 
 def _has_errors(rows: Sequence[LeaderboardRow], column: Column) -> bool:
-    return any((_number(stat(r.stats, column.key)) or 0) > 0 for r in rows)
+    return any((as_number(stat(r.stats, column.key)) or 0) > 0 for r in rows)
 
 
 def _columns(rows: Sequence[LeaderboardRow], workload: Workload | None) -> list[_Cells]:
@@ -130,9 +61,11 @@ def _columns(rows: Sequence[LeaderboardRow], workload: Workload | None) -> list[
     columns = [
         _Cells("#", [str(rank) for rank in range(1, len(rows) + 1)]),
         _Cells("Agent", [r.agent for r in rows], justify="left", flexible=True),
-        _Cells(workload.score_header if workload else "Score",
-               [format_value(r.score, "number") for r in rows]),
-    ]  # fmt: skip
+        _Cells(
+            workload.score_header if workload else "Score",
+            [format_value(r.score, "number") for r in rows],
+        ),
+    ]
     if workload is None:
         return columns
     if workload.interval is not None:
@@ -162,15 +95,12 @@ def _wrapped_headers(columns: Sequence[_Cells]) -> list[str]:
     return ["\n".join([""] * (height - len(lines)) + lines) for lines in wrapped]
 
 
-def leaderboard_view(
-    name: str, rows: Sequence[LeaderboardRow], workload: Workload | None
-) -> tuple[Table, list[dict[str, Any]]]:
-    """The table to print and the JSON payload (`{"rank", **row}`), both in rank order."""
-    ordered = ranked(rows, workload)
-    columns = _columns(ordered, workload)
+def leaderboard_table(board: Board) -> Table:
+    """The board as a table, in its rank order, with the columns its workload declares."""
+    columns = _columns(board.rows, board.workload)
     marked = any(OVERLAP_MARK in column.cells for column in columns)
     table = Table(
-        title=f"Leaderboard: {name}",
+        title=f"Leaderboard: {board.name}",
         caption=OVERLAP_CAPTION if marked else None,
         caption_justify="left",
         # No frame and two spaces between columns, a rule under the headers: the narrowest
@@ -190,7 +120,6 @@ def leaderboard_view(
             no_wrap=not column.flexible,
             overflow="fold" if column.flexible else "ellipsis",
         )
-    for i in range(len(ordered)):
+    for i in range(len(board.rows)):
         table.add_row(*(Text(column.cells[i]) for column in columns))
-    payload = [{"rank": rank, **row.model_dump()} for rank, row in enumerate(ordered, start=1)]
-    return table, payload
+    return table

@@ -12,21 +12,22 @@ from pathlib import Path
 import click
 import redis
 
-from arena.batch_cmds import COMMANDS, cluster_settings
+from arena.cli.batches import COMMANDS
+from arena.cli.games import benchmark_command
+from arena.cli.mario import mario_group
+from arena.cli.races import race_group
+from arena.cli.schedules import beat_command, schedule_group
 from arena.embedded import DataDirInUse
-from arena.errors import InputError, RunFailed
-from arena.game_cmd import benchmark_command
-from arena.inputs import read_json
-from arena.mario_cmd import mario_group
-from arena.race_cmd import race_group
-from arena.schedule_cmd import beat_command, schedule_group
-from arena.score_cmd import SCORERS, score
+from arena.service.cluster import cluster_settings
+from arena.service.inputs import read_json
+from arena.service.scores import SCORERS, score
 from tasks.provenance import version_line
 from tasks.refusal import refused_writes
+from tasks.validation import InputError, RunFailed
 
 # The rubric worked examples, shipped inside the package (scored by `arena demo`); the
 # repository's examples/scoring/ is a link to this folder.
-EXAMPLES_DIR = Path(__file__).resolve().parent / "examples" / "scoring"
+EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples" / "scoring"
 
 
 def _print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
@@ -36,8 +37,14 @@ def _print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_print_version, help="Arena's version and git commit.")  # fmt: skip
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Arena's version and git commit.",
+)
 def cli() -> None:
     """Arena: fair, reproducible evaluation of agents at scale."""
 
@@ -81,12 +88,17 @@ def demo_command(examples_dir: Path) -> None:
 
 @cli.command("worker")
 @click.option("--queues", default="cpu,gpu", show_default=True)
-@click.option("--concurrency", type=click.IntRange(min=1, max=1024),
-              help="Processes (default: cores).")  # fmt: skip
+@click.option(
+    "--concurrency", type=click.IntRange(min=1, max=1024), help="Processes (default: cores)."
+)
 @click.option("--loglevel", default="INFO", show_default=True)
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus /metrics.")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True,
-              help="Address for /metrics (0.0.0.0 inside a container).")  # fmt: skip
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address for /metrics (0.0.0.0 inside a container).",
+)
 def worker_command(
     queues: str, concurrency: int | None, loglevel: str, metrics_port: int | None, metrics_host: str
 ) -> None:
@@ -97,28 +109,32 @@ def worker_command(
     settings = cluster_settings("worker")
     if metrics_port:
         prepare_multiprocess_metrics()  # before the tasks (and their metrics) are imported
+    # Celery and the tasks' metrics only now: after the multiprocess metrics folder is set.
     from tasks.app import QUEUES, app, configure, store
+    from tasks.metrics import serve_metrics
 
     configure(settings)
     if metrics_port:
-        from tasks.metrics import serve_metrics
-
         db = store(settings)
-        serve_metrics(metrics_port, metrics_host, lambda: {q: db.r.llen(q) for q in QUEUES})
+        serve_metrics(metrics_port, metrics_host, lambda: db.queue_lengths(QUEUES))
     argv = ["worker", "--queues", queues, "--loglevel", loglevel, "--without-gossip"]
     app.worker_main(argv + (["--concurrency", str(concurrency)] if concurrency else []))
 
 
 @cli.command("api")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on (0.0.0.0 inside a container).")  # fmt: skip
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (0.0.0.0 inside a container).",
+)
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 def api_command(host: str, port: int) -> None:
     """Serve the HTTP API on the cluster's Redis (ARENA_REDIS_URL; docs/api.md)."""
     settings = cluster_settings("api")
-    import uvicorn
+    import uvicorn  # the server and the app (FastAPI) only for `arena api`
 
-    from arena.api import create_app
+    from arena.web.app import create_app
 
     uvicorn.run(create_app(settings), host=host, port=port)
 

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
-from arena.errors import InputError, describe_validation_error
 from scoring._common import StrictModel
 from scoring.alympics import AlympicsInput
 from scoring.mario import AnyEpisode, EpisodeResult, FullGameResult
@@ -18,12 +15,14 @@ from scoring.race import (
     DimensionName,
     DimensionScores,
     RaceWeights,
-    Score,
     Thresholds,
 )
+from scoring.race_dimensions import Score
 from scoring.race_measures import (
     RaceMeasures,
 )
+from tasks.spec import read_text
+from tasks.validation import InputError, describe_validation_error
 
 
 class RaceAgentInput(StrictModel):
@@ -104,25 +103,9 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-def _read_bytes(path: str) -> bytes:
-    try:
-        if path == "-":
-            return sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        with Path(path).open("rb") as file:
-            return file.read(MAX_INPUT_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-
-
 def read_json(path: str) -> Any:
     """The JSON in a file ('-': standard input); any problem is one InputError line."""
-    data = _read_bytes(path)
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputError(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
+    text = read_text(path, MAX_INPUT_BYTES, stdin=True)
     try:
         parsed = json.loads(text, object_pairs_hook=_object, parse_int=_integer)
     except json.JSONDecodeError as exc:

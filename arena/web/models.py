@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from arena.report import Report
+from arena.service.reports import Report
 from tasks.spec import BatchSpec
 from tasks.store import BatchInfo, BatchStatus
 

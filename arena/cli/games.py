@@ -8,10 +8,11 @@ from pathlib import Path
 
 import click
 
-from arena import cluster_cmd
-from arena.alympics import BenchmarkResult, benchmark_spec, result_of
-from arena.batch_cmds import OUTPUT_PATH, check_run_id, exit_for
-from arena.report import (
+from arena.cli.terminal import OUTPUT_PATH, exit_for, run_and_show
+from arena.service.alympics import BenchmarkResult, benchmark_spec, result_of
+from arena.service.batches import check_run_id, report_errors
+from arena.service.cluster import log_folder
+from arena.service.reports import (
     Report,
     check_output_file,
     check_output_path,
@@ -47,34 +48,61 @@ def _verbose_lines(result: BenchmarkResult) -> list[str]:
 
 
 @click.command("benchmark")
-@click.option("--agent", "agent_name", default="builtin", show_default=True,
-              help="builtin, package.module:factory, or an http(s):// endpoint.")  # fmt: skip
-@click.option("--episodes", type=click.IntRange(min=1, max=100_000),
-              help="Override every game's episodes.")  # fmt: skip
+@click.option(
+    "--agent",
+    "agent_name",
+    default="builtin",
+    show_default=True,
+    help="builtin, package.module:factory, or an http(s):// endpoint.",
+)
+@click.option(
+    "--episodes", type=click.IntRange(min=1, max=100_000), help="Override every game's episodes."
+)
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True)
-@click.option("--move-timeout", type=click.FloatRange(min=0, max=600, min_open=True),
-              help="Seconds an HTTP agent has per move (default 10).")  # fmt: skip
-@click.option("--unit-time-limit", type=click.FloatRange(min=0, max=86400, min_open=True),
-              help="Seconds per match set, whatever the agent does (default 600; another "
-                   "value is another protocol, on its own board).")  # fmt: skip
+@click.option(
+    "--move-timeout",
+    type=click.FloatRange(min=0, max=600, min_open=True),
+    help="Seconds an HTTP agent has per move (default 10).",
+)
+@click.option(
+    "--unit-time-limit",
+    type=click.FloatRange(min=0, max=86400, min_open=True),
+    help="Seconds per match set, whatever the agent does (default 600; another "
+    "value is another protocol, on its own board).",
+)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--output-file", type=click.Path(path_type=Path),
-              help="Write the --output text or JSON here instead of stdout.")  # fmt: skip
+@click.option(
+    "--output-file",
+    type=click.Path(path_type=Path),
+    help="Write the --output text or JSON here instead of stdout.",
+)
 @OUTPUT_PATH
 @click.option("--run-id", help="A label for this run (with --cluster: arena status LABEL).")
 @click.option(
     "-v", "--verbose", is_flag=True, help="Every match set: raw payoff, measures, faults."
 )
-@click.option("--cluster", is_flag=True,
-              help="Run match sets on the cluster (embedded unless ARENA_REDIS_URL).")  # fmt: skip
-@click.option("--workers", type=click.IntRange(min=1, max=1024),
-              help="Embedded workers (with --cluster).")  # fmt: skip
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="Run match sets on the cluster (embedded unless ARENA_REDIS_URL).",
+)
+@click.option(
+    "--workers", type=click.IntRange(min=1, max=1024), help="Embedded workers (with --cluster)."
+)
 def benchmark_command(
-    agent_name: str, episodes: int | None, seed: int, move_timeout: float | None,
-    unit_time_limit: float | None, output: str, output_file: Path | None,
-    output_path: Path | None, run_id: str | None, verbose: bool, cluster: bool,
+    agent_name: str,
+    episodes: int | None,
+    seed: int,
+    move_timeout: float | None,
+    unit_time_limit: float | None,
+    output: str,
+    output_file: Path | None,
+    output_path: Path | None,
+    run_id: str | None,
+    verbose: bool,
+    cluster: bool,
     workers: int | None,
-) -> None:  # fmt: skip
+) -> None:
     """Run the alympics_lite suite for one agent and print the rubric's breakdown. Exits 1 when
     a match set failed (e.g. the agent never answered), with the reasons."""
     settings = load_settings()  # every bad setting, option or path is refused before any work
@@ -87,7 +115,7 @@ def benchmark_command(
     )
     batch = validate_batch(spec)
     if cluster:
-        finished = cluster_cmd.run_batch(batch, False, workers, quiet=True, run_id=run_id)
+        finished = run_and_show(batch, False, workers, quiet=True, run_id=run_id)
         results, report = finished.results, finished.report
     else:
         report = _in_process(batch, run_id, settings)
@@ -102,12 +130,12 @@ def benchmark_command(
         click.echo(rendered)
     if report_target:
         write_report(report, report_target)
-    exit_for(cluster_cmd.report_errors(report))
+    exit_for(report_errors(report))
 
 
 def _in_process(batch: ValidatedBatch, run_id: str | None, settings: ArenaSettings) -> Report:
     created, logs = time.time(), dict[str, str]()
     results = execute_batch(batch, logs)
-    folder = cluster_cmd.log_folder(settings, batch.batch_id)
+    folder = log_folder(settings, batch.batch_id)
     log_dir = write_logs(folder, logs, results) if logs else None
     return in_process_report(batch, results, created, run_id, log_dir)

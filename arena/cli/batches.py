@@ -1,0 +1,180 @@
+"""The batch commands: run, submit, status, batches, cancel, leaderboard, logs, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from arena.cli import terminal
+from arena.cli.terminal import JSON_HELP, OUTPUT_PATH, exit_for, print_json
+from arena.service import batches, boards, cluster
+from arena.service.reports import check_output_path, write_report
+from arena.service.waiting import wait
+from tasks.settings import load_settings
+from tasks.store import FINISHED
+
+
+@click.command("run")
+@click.argument("spec", metavar="SPEC")
+@click.option("--fresh", is_flag=True, help="Rerun every unit, ignoring stored results.")
+@click.option("--workers", type=click.IntRange(min=1, max=1024), help="Embedded workers.")
+@click.option("--quiet", is_flag=True, help="No progress bar or table.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.option("--run-id", help="A label to find this run again (arena status LABEL).")
+@OUTPUT_PATH
+@click.option(
+    "--serve",
+    "serve_port",
+    type=click.IntRange(1, 65535),
+    metavar="PORT",
+    help="Serve the API and its page on 127.0.0.1:PORT meanwhile, and after the batch until "
+    "Ctrl-C.",
+)
+def run_command(
+    spec: str,
+    fresh: bool,
+    workers: int | None,
+    quiet: bool,
+    as_json: bool,
+    run_id: str | None,
+    output_path: Path | None,
+    serve_port: int | None,
+) -> None:
+    """Run a batch and print its leaderboard (embedded cluster unless ARENA_REDIS_URL is set)."""
+    load_settings()  # a bad setting is refused before anything starts
+    batches.check_run_id(run_id)
+    target = check_output_path(output_path) if output_path else None
+    batch = batches.load_batch(spec)
+    finished = terminal.run_and_show(
+        batch, fresh, workers, quiet or as_json, run_id=run_id, serve_port=serve_port
+    )
+    if target:
+        written = write_report(finished.report, target)
+        if not (quiet or as_json):
+            click.echo(f"report: {written}")
+    if as_json:
+        summary = finished.report.model_dump(mode="json", exclude={"units"})
+        print_json({**summary, "submission": finished.submission.model_dump()})
+    exit_for(batches.report_errors(finished.report))
+
+
+@click.command("submit")
+@click.argument("spec", metavar="SPEC")
+@click.option("--fresh", is_flag=True, help="Rerun every unit, ignoring stored results.")
+@click.option("--run-id", help="A label to find this run again (arena status LABEL).")
+def submit_command(spec: str, fresh: bool, run_id: str | None) -> None:
+    """Queue a batch on the cluster; prints the batch id."""
+    settings = cluster.cluster_settings("submit")
+    batches.check_run_id(run_id)
+    batch = batches.load_batch(spec)
+    sub = batches.submit_batch(cluster.connect(settings), settings, batch, fresh, run_id)
+    click.echo(sub.batch_id)
+    click.echo(
+        f"{sub.state}: {sub.enqueued} units enqueued, {sub.reused} reused, "
+        f"leaderboard {sub.leaderboard}",
+        err=True,
+    )
+
+
+@click.command("status")
+@click.argument("batch_ref", metavar="ID")
+@click.option("--watch", is_flag=True, help="Follow with a progress bar until it finishes.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+def status_command(batch_ref: str, watch: bool, as_json: bool) -> None:
+    """A batch's state, progress and summary (ID: a batch id, a unique prefix, or a run id).
+    Exits 1 when the batch ended with errors, failed or was cancelled."""
+    settings = load_settings()
+    with cluster.open_store(settings) as db:
+        info = batches.find_batch(db, batch_ref)
+        if watch and info.status not in FINISHED:
+            with terminal.ProgressBar(info.id, info.total, show=not as_json) as bar:
+                info = wait(db, info.id, settings, bar)
+        if as_json:
+            print_json(info.model_dump(mode="json"))
+        else:
+            terminal.print_batch(info, batches.running_notes(db, info, settings))
+            for board in info.boards if info.status == "done" else []:
+                terminal.print_board(boards.read_board(db, board))
+        if info.status in FINISHED:
+            exit_for(batches.finished_errors(db, info))
+
+
+@click.command("batches")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+def batches_command(limit: int, as_json: bool) -> None:
+    """Recent batches, newest first."""
+    with cluster.open_store(load_settings()) as db:
+        infos = batches.recent_batches(db, limit)
+    if as_json:
+        print_json([i.model_dump(mode="json", exclude={"spec"}) for i in infos])
+    for info in [] if as_json else infos:
+        click.echo(terminal.status_line(info))
+
+
+@click.command("cancel")
+@click.argument("batch_ref", metavar="ID")
+def cancel_command(batch_ref: str) -> None:
+    """Stop a running batch: queued units are skipped, the leaderboard is left as it was.
+    Exits 1 if the batch had already ended."""
+    with cluster.open_store(load_settings()) as db:
+        batch_id, outcome = batches.cancel_batch(db, batch_ref)
+    if outcome != "cancelled":
+        click.echo(
+            f"arena: batch {batch_id} already ended ({outcome}); nothing to cancel", err=True
+        )
+        raise SystemExit(1)
+    click.echo(f"{batch_id}: cancelled")
+
+
+@click.command("leaderboard")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+def leaderboard_command(name: str | None, as_json: bool) -> None:
+    """A leaderboard (no NAME: list them)."""
+    with cluster.open_store(load_settings()) as db:
+        if name is None:
+            names = db.leaderboard_names()
+            print_json(names) if as_json else click.echo("\n".join(names))
+            return
+        board = boards.read_board(db, name)
+    if as_json:
+        print_json({"name": name, "entries": board.payload()})
+    else:
+        terminal.print_board(board)
+
+
+@click.command("logs")
+@click.argument("batch_ref", metavar="ID")
+@click.argument("agent", required=False)
+def logs_command(batch_ref: str, agent: str | None) -> None:
+    """What each unit of a batch printed (stdout and stderr), optionally one agent's units."""
+    terminal.show_logs(batch_ref, agent)
+
+
+@click.command("report")
+@click.argument("batch_ref", metavar="ID")
+@OUTPUT_PATH
+def report_command(batch_ref: str, output_path: Path | None) -> None:
+    """A batch's report (JSON: config, versions, per-agent and per-unit results)."""
+    settings = load_settings()
+    target = check_output_path(output_path) if output_path else None
+    with cluster.open_store(settings) as db:
+        report = batches.stored_report(settings, db, db.resolve(batch_ref))
+    if target:
+        click.echo(str(write_report(report, target)))
+    else:
+        print_json(report.model_dump(mode="json"))
+
+
+COMMANDS = [
+    run_command,
+    submit_command,
+    status_command,
+    batches_command,
+    cancel_command,
+    leaderboard_command,
+    logs_command,
+    report_command,
+]

@@ -1,0 +1,110 @@
+"""`arena race`: run a race, print its results, its checks' logs, and merge the winner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from arena.cli.terminal import JSON_HELP, OUTPUT_PATH, exit_for, print_json, run_and_show, show_logs
+from arena.service import batches, cluster, races
+from arena.service.reports import check_output_path, write_report
+from tasks.redact import redact_text
+from tasks.settings import load_settings
+from tasks.store import BatchInfo
+from tasks.validation import InputError
+from tasks.workloads import validate_batch
+from tasks.workloads.race_spec import BASELINE
+from tasks.workloads.race_view import format_results
+
+
+@click.command("run")
+@click.argument("spec", metavar="[SPEC]", required=False)
+@click.option(
+    "--repo", help="The repository (its hydra.toml gives the scoring when SPEC has none)."
+)
+@click.option("--task", help="What the agents were asked to do.")
+@click.option("--base", help="The base ref (default: main).")
+@click.option("--agent", "agents", multiple=True, metavar="NAME=BRANCH", help="An agent.")
+@click.option("--fresh", is_flag=True, help="Check every branch again, ignoring stored results.")
+@click.option("--workers", type=click.IntRange(min=1, max=1024), help="Embedded workers.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+@click.option("--run-id", help="A label to find this race again.")
+@OUTPUT_PATH
+def run_command(
+    spec: str | None,
+    repo: str | None,
+    task: str | None,
+    base: str | None,
+    agents: tuple[str, ...],
+    fresh: bool,
+    workers: int | None,
+    as_json: bool,
+    run_id: str | None,
+    output_path: Path | None,
+) -> None:
+    """Check every agent's branch (and the base), score and rank them as the race scoring
+    engine describes, and print the results."""
+    load_settings()
+    batches.check_run_id(run_id)
+    target = check_output_path(output_path) if output_path else None
+    if spec is None and repo is None:
+        raise InputError("race: give a SPEC file or --repo PATH (with --task and --agent)")
+    data = races.race_spec(spec, repo, task, base, list(agents))
+    batch = validate_batch(data, asker="operator")
+    finished = run_and_show(batch, fresh, workers, as_json, run_id=run_id, show_boards=False)
+    if target:
+        written = write_report(finished.report, target)
+        if not as_json:
+            click.echo(f"report: {written}")
+    if finished.info.status == "done" and finished.info.summary:
+        if as_json:
+            print_json(races.results_payload(finished.info))
+        else:
+            click.echo(format_results(finished.info.summary, finished.info.id))
+    exit_for(batches.report_errors(finished.report))
+
+
+def finished_race(batch_ref: str) -> tuple[str, BatchInfo]:
+    with cluster.open_store(load_settings()) as db:
+        return races.race_info(db, batch_ref)
+
+
+@click.command("results")
+@click.argument("batch_ref", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+def results_command(batch_ref: str, as_json: bool) -> None:
+    """A race's ranking, winner and verdict (ID: a race's batch id, prefix or run id)."""
+    batch_id, info = finished_race(batch_ref)
+    if as_json:
+        print_json(races.results_payload(info))
+    else:
+        click.echo(redact_text(format_results(info.summary or {}, batch_id)))
+
+
+@click.command("logs")
+@click.argument("batch_ref", metavar="ID")
+@click.argument("agent", required=False)
+def logs_command(batch_ref: str, agent: str | None) -> None:
+    """The full build, test and lint output of one agent's check ('baseline': the base's)."""
+    show_logs(batch_ref, BASELINE if agent == "baseline" else agent)
+
+
+@click.command("merge")
+@click.argument("batch_ref", metavar="ID")
+@click.option(
+    "--force", is_flag=True, help="Merge though the verdict is not auto-merge or the base moved."
+)
+def merge_command(batch_ref: str, force: bool) -> None:
+    """Merge the winner's scored commit into the base branch (a merge commit)."""
+    batch_id, info = finished_race(batch_ref)
+    click.echo(races.merge_winner(batch_id, info, force, asker="operator"))
+
+
+@click.group("race")
+def race_group() -> None:
+    """Races of coding agents: score their branches (build, tests, lint, diff, speed)."""
+
+
+for _command in (run_command, results_command, logs_command, merge_command):
+    race_group.add_command(_command)

@@ -1,0 +1,134 @@
+"""Batches as every front door handles them: read a spec, submit, look up, cancel, the logs of
+their units, their report and a one-line account of what went wrong."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from arena.service.cluster import log_folder
+from arena.service.reports import Report, report_from_store
+from tasks.liveness import waiting_on_lost_workers
+from tasks.refusal import probe_writes
+from tasks.settings import ArenaSettings
+from tasks.spec import NAME_PATTERN, load_spec_file
+from tasks.store import BatchInfo, Store
+from tasks.validation import InputError
+from tasks.workloads import validate_batch
+from tasks.workloads.base import UnitResult, ValidatedBatch
+
+if TYPE_CHECKING:
+    from tasks.repo_policy import Asker
+    from tasks.submit import Submission
+
+
+def load_batch(path: str, asker: Asker = "operator") -> ValidatedBatch:
+    """A spec file validated and identified (the CLI's user is the operator). Every problem
+    with the file itself is one InputError line naming it (tasks/spec.py)."""
+    return validate_batch(load_spec_file(path), asker=asker)
+
+
+def check_run_id(run_id: str | None) -> str | None:
+    if run_id is not None and not re.match(NAME_PATTERN, run_id):
+        raise InputError(
+            f"--run-id: {run_id!r} is not a name (letters, digits, '.', '_', '-'; at most 64)"
+        )
+    return run_id
+
+
+def submit_batch(
+    db: Store, settings: ArenaSettings, batch: ValidatedBatch, fresh: bool, run_id: str | None
+) -> Submission:
+    """Queue a batch on the cluster (`arena submit`, POST /batches)."""
+    from tasks.submit import submit  # Celery (0.3 s) only when a command submits
+
+    return submit(
+        db, batch, fresh, visibility_timeout_s=settings.visibility_timeout_s, run_id=run_id
+    )
+
+
+def cancel_batch(db: Store, batch_ref: str) -> tuple[str, str]:
+    """Cancel a batch: its id and the outcome ("cancelled", or the state it had ended in)."""
+    from tasks.submit import cancel  # Celery (0.3 s) only when a command cancels
+
+    batch_id = db.resolve(batch_ref)
+    return batch_id, cancel(db, batch_id)
+
+
+def find_batch(db: Store, batch_ref: str) -> BatchInfo:
+    """A batch by id, unique prefix or run id; InputError naming it otherwise."""
+    info = db.batch(db.resolve(batch_ref))
+    if info is None:
+        raise InputError(f"batch: no batch {batch_ref!r}")
+    return info
+
+
+def recent_batches(db: Store, limit: int) -> list[BatchInfo]:
+    """The latest batches, newest first."""
+    return [i for i in (db.batch(b) for b in db.batch_ids(limit)) if i is not None]
+
+
+@dataclass(frozen=True)
+class UnitLog:
+    unit_id: str
+    status: str
+    text: str
+
+
+def unit_logs(db: Store, batch_ref: str, agent: str | None) -> tuple[str, list[UnitLog]]:
+    """What each unit of a batch printed, in unit-id order, optionally one agent's units."""
+    info = find_batch(db, batch_ref)
+    agents = set(info.identity.agents)
+    if agent is not None and agent not in agents:
+        raise InputError(f"agent: no agent {agent!r} in batch {info.id} ({sorted(agents)})")
+    results, logs = db.unit_results(info.id), db.logs(info.id)
+    shown = [
+        UnitLog(unit_id, results[unit_id].status, logs[unit_id])
+        for unit_id in sorted(u for u in logs if u in results)
+        if agent is None or results[unit_id].agent == agent
+    ]
+    return info.id, shown
+
+
+def stored_report(settings: ArenaSettings, db: Store, batch_id: str) -> Report:
+    """`arena report` and GET /batches/{id}: the batch's report, with its log folder if any."""
+    log_dir = log_folder(settings, batch_id)
+    return report_from_store(db, batch_id, log_dir if log_dir.is_dir() else None)
+
+
+def running_notes(db: Store, info: BatchInfo, settings: ArenaSettings) -> list[str]:
+    """What holds a running batch up: lost workers, Redis refusing writes."""
+    if info.status != "running":
+        return []
+    notes = [waiting_on_lost_workers(db, info.id, settings.lost_worker_s), probe_writes(db)]
+    return [note for note in notes if note]
+
+
+def error_summary(
+    batch_id: str, status: str, reason: str | None, total: int, results: list[UnitResult]
+) -> str | None:
+    """One line for a batch that did not end clean: how many units failed and the first reasons
+    (None when it is done with no errors)."""
+    failed = [r for r in results if r.status == "error"]
+    if status == "done" and not failed:
+        return None
+    reasons = list(dict.fromkeys(r.reason or "error" for r in failed))[:3]
+    line = f"batch {batch_id} {status}" + (f" ({reason})" if reason else "")
+    if failed:
+        line += f": {len(failed)} of {total} units failed; first: " + " | ".join(
+            r[:300] for r in reasons
+        )
+    return line
+
+
+def report_errors(report: Report) -> str | None:
+    return error_summary(
+        report.batch_id, report.status, report.reason, report.counts.total, report.units
+    )
+
+
+def finished_errors(db: Store, info: BatchInfo) -> str | None:
+    """The error line of a stored batch that ended (None while it runs, or when it is clean)."""
+    results = list(db.unit_results(info.id).values()) if info.errors else []
+    return error_summary(info.id, info.status, info.reason, info.total, results)

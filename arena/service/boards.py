@@ -1,0 +1,61 @@
+"""Leaderboards as every front door reads them: one reader, in the workload's rank order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tasks.store import LeaderboardRow, Store, as_entries
+from tasks.validation import InputError
+from tasks.workloads import get_workload
+from tasks.workloads.base import Workload
+
+
+@dataclass(frozen=True)
+class Board:
+    """A board's rows in rank order and the workload that declares its columns (None for a
+    board with no rows yet)."""
+
+    name: str
+    rows: list[LeaderboardRow]
+    workload: Workload | None
+
+    def payload(self) -> list[dict[str, Any]]:
+        """The rows as JSON (`arena leaderboard NAME --json`, GET /leaderboards/{name})."""
+        return [{"rank": rank, **row.model_dump()} for rank, row in enumerate(self.rows, 1)]
+
+    def rubric_text(self) -> str | None:
+        """The board as its workload's rubric prints it, if it has its own table."""
+        if self.workload is None or not self.rows:
+            return None
+        return self.workload.format_board(self.name, as_entries(self.rows))
+
+
+def ranked(rows: list[LeaderboardRow], workload: Workload | None) -> list[LeaderboardRow]:
+    """Rows in the workload's rank order (the store's order, by score, when it is unknown)."""
+    if workload is None:
+        return list(rows)
+    by_agent = {r.agent: r for r in rows}
+    return [by_agent[e.agent] for e in workload.rank(as_entries(rows))]
+
+
+def read_board(db: Store, name: str) -> Board:
+    """The board NAME; InputError naming it when there is none."""
+    if name not in db.leaderboard_names():
+        raise InputError(f"leaderboard: no leaderboard {name!r}")
+    rows = db.leaderboard(name)
+    # The workload's name alone, not the whole record of the batch that wrote the first row.
+    workload_name = db.workload_of(rows[0].batch) if rows else None
+    workload = get_workload(workload_name) if workload_name else None
+    return Board(name, ranked(rows, workload), workload)
+
+
+def history(db: Store, name: str, agent: str) -> list[dict[str, Any]]:
+    """One point per evaluation of the agent on the board, oldest first; InputError when the
+    board or the agent is unknown."""
+    if name not in db.leaderboard_names():
+        raise InputError(f"leaderboard: no leaderboard {name!r}")
+    points = db.history(name, agent)
+    if not points:
+        raise InputError(f"history: no agent {agent!r} on leaderboard {name!r}")
+    return points

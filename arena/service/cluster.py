@@ -1,0 +1,131 @@
+"""Where batches run: the cluster's Redis (ARENA_REDIS_URL) or the embedded default, started
+for the length of a command; `run_batch` submits a batch there and waits for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import redis
+
+from arena.embedded import embedded_cluster, embedded_redis, forget_broker_state
+from arena.service.boards import Board, read_board
+from arena.service.reports import Report, report_from_store, write_logs
+from arena.service.waiting import Watcher, wait
+from tasks.settings import ArenaSettings, load_settings
+from tasks.store import BatchInfo, Store
+from tasks.validation import InputError
+from tasks.workloads import get_workload
+from tasks.workloads.base import UnitResult, ValidatedBatch
+
+if TYPE_CHECKING:
+    from tasks.submit import Submission
+
+# What runs beside a batch on the Redis it runs on (`arena run --serve`: the API and its page).
+Beside = Callable[[ArenaSettings], AbstractContextManager[object]]
+# Who follows a submitted batch while it runs (the CLI: its progress bar).
+Follow = Callable[["Submission"], AbstractContextManager[Watcher]]
+
+
+def connect(settings: ArenaSettings) -> Store:
+    """The store on settings.redis_url; InputError naming it when Redis does not answer."""
+    from tasks.app import configure, store  # Celery (0.3 s) only when a command talks to Redis
+
+    configure(settings)
+    db = store(settings, retry_s=0)
+    try:
+        db.ping()
+    except (redis.ConnectionError, OSError) as exc:
+        raise InputError(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
+    return db
+
+
+@contextmanager
+def open_store(settings: ArenaSettings) -> Iterator[Store]:
+    """The cluster's Redis, or (no ARENA_REDIS_URL) the embedded one, started to read it."""
+    if settings.redis_url:
+        yield connect(settings)
+        return
+    with embedded_redis(settings.data_dir) as url:
+        yield connect(settings.model_copy(update={"redis_url": url}))
+
+
+def cluster_settings(command: str) -> ArenaSettings:
+    """The settings of a command that talks to a cluster (ARENA_REDIS_URL required)."""
+    settings = load_settings()
+    if not settings.redis_url:
+        raise InputError(
+            f"ARENA_REDIS_URL is not set: `arena {command}` talks to a cluster "
+            "(`arena run` uses the embedded default)"
+        )
+    return settings
+
+
+def log_folder(settings: ArenaSettings, batch_id: str) -> Path:
+    return settings.data_dir.resolve() / "logs" / batch_id
+
+
+@dataclass
+class Finished:
+    """A batch that ended, read back before the (maybe embedded) Redis goes away."""
+
+    info: BatchInfo
+    results: list[UnitResult]  # in unit order
+    report: Report
+    submission: Submission  # what the submission found stored and what it enqueued
+    boards: list[Board]  # the batch's leaderboards once it is done
+
+
+def run_batch(
+    batch: ValidatedBatch,
+    fresh: bool,
+    workers: int | None,
+    follow: Follow,
+    run_id: str | None = None,
+    beside: Beside | None = None,
+) -> Finished:
+    """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default.
+    `beside`: what runs on the batch's Redis meanwhile (the API for `--serve`)."""
+    settings = load_settings()
+    around = beside or (lambda _: nullcontext())
+    if settings.redis_url:
+        with around(settings):
+            return submit_and_wait(connect(settings), batch, fresh, settings, follow, run_id)
+    with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
+        forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
+        local = settings.model_copy(update={"redis_url": url})
+        with around(local):
+            db = connect(local)
+            return submit_and_wait(db, batch, fresh, local, follow, run_id, resume_running=True)
+
+
+def submit_and_wait(
+    db: Store,
+    batch: ValidatedBatch,
+    fresh: bool,
+    settings: ArenaSettings,
+    follow: Follow,
+    run_id: str | None = None,
+    resume_running: bool = False,
+) -> Finished:
+    from tasks.submit import submit  # Celery (0.3 s) only when a command submits
+
+    sub = submit(
+        db,
+        batch,
+        fresh,
+        resume_running,
+        visibility_timeout_s=settings.visibility_timeout_s,
+        run_id=run_id,
+    )
+    with follow(sub) as watcher:
+        info = wait(db, sub.batch_id, settings, watcher)
+    stored = db.unit_results(sub.batch_id)
+    units = get_workload(batch.spec.workload).expand(batch)
+    results = [stored[u.id] for u in units if u.id in stored]
+    log_dir = write_logs(log_folder(settings, sub.batch_id), db.logs(sub.batch_id), results)
+    boards = [read_board(db, name) for name in info.boards] if info.status == "done" else []
+    return Finished(info, results, report_from_store(db, sub.batch_id, log_dir), sub, boards)

@@ -1,0 +1,111 @@
+"""Waiting for a batch to finish, through Redis outages and refused writes, with nothing of the
+terminal in it: a `Watcher` (the CLI's progress bar, or nothing) is told the progress and the
+lines worth saying."""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+import redis
+
+from tasks.liveness import waiting_on_lost_workers
+from tasks.refusal import probe_writes, refused_writes
+from tasks.settings import ArenaSettings
+from tasks.store import FINISHED, BatchInfo, Store
+from tasks.validation import RunFailed
+
+POLL_S = 0.2
+PROBE_S = 2.0  # how often a waiting client checks that Redis accepts writes
+
+
+class Watcher(Protocol):
+    """Who follows a wait: `progress` at every poll, `say` for a line about an outage."""
+
+    def progress(self, done: int, note: str | None) -> None: ...
+
+    def say(self, line: str) -> None: ...
+
+
+class Unwatched:
+    """A wait nobody follows."""
+
+    def progress(self, done: int, note: str | None) -> None:
+        pass
+
+    def say(self, line: str) -> None:
+        pass
+
+
+def vanished(batch_id: str) -> RunFailed:
+    return RunFailed(f"batch {batch_id} vanished from Redis (its keys were deleted or flushed)")
+
+
+def wait(db: Store, batch_id: str, settings: ArenaSettings, watcher: Watcher) -> BatchInfo:
+    """Poll until the batch finishes. A lost Redis, or one refusing writes, is waited for (one
+    line says so) up to ARENA_REDIS_RETRY_S; a batch whose keys vanish ends the wait
+    (RunFailed)."""
+    outage = Outage(settings.redis_retry_s, batch_id, watcher)
+    probed = time.monotonic()
+    while True:
+        try:
+            done, status = db.progress(batch_id)
+            note = waiting_on_lost_workers(db, batch_id, settings.lost_worker_s)
+            # Reads pass where writes are refused: probe now and then, and at every poll while
+            # refused (only a write tells when it is over).
+            if (outage.refused and outage.since) or time.monotonic() - probed > PROBE_S:
+                probed = time.monotonic()
+                refused = probe_writes(db)
+                if refused:
+                    outage.lost(refused, refused=True)
+                    continue
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            outage.lost(f"lost Redis ({' '.join(str(exc).split())})")
+            continue
+        except redis.ResponseError as exc:
+            refused = refused_writes(exc)  # up, but refusing: waited for like an outage
+            if refused is None:
+                raise
+            outage.lost(refused, refused=True)
+            continue
+        outage.back()
+        if status is None:
+            raise vanished(batch_id)
+        watcher.progress(done, note)
+        if status in FINISHED:
+            break
+        time.sleep(POLL_S)
+    info = db.batch(batch_id)
+    if info is None:
+        raise vanished(batch_id)
+    return info
+
+
+class Outage:
+    """A client's view of a Redis outage: one line when it starts, one when it ends, and a
+    clear failure when it lasts too long."""
+
+    def __init__(self, limit_s: float, batch_id: str, watcher: Watcher) -> None:
+        self.limit_s, self.batch_id, self.watcher = limit_s, batch_id, watcher
+        self.since: float | None = None
+        self.refused = False  # Redis up but refusing writes (tasks/refusal.py), not gone
+
+    def lost(self, why: str, refused: bool = False) -> None:
+        """`why`: "lost Redis (…)", or the refusal's line (tasks/refusal.py)."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since, self.refused = now, refused
+            doing = "waiting" if refused else "reconnecting"
+            self.watcher.say(f"{why}; {doing} for up to {self.limit_s:g}s")
+        if now - self.since > self.limit_s:
+            raise RunFailed(
+                f"{why} for over {self.limit_s:g}s; the batch goes on where Redis is: arena "
+                f"status {self.batch_id}"
+            )
+        time.sleep(1.0)
+
+    def back(self) -> None:
+        if self.since is not None:
+            what = "Redis accepts writes again" if self.refused else "Redis is back"
+            self.watcher.say(f"{what} after {time.monotonic() - self.since:.0f}s")
+        self.since = None

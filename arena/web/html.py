@@ -1,0 +1,130 @@
+"""The pieces of the web page (docs/api.md, "The web page"): its style and one script, its
+Content-Security-Policy, and cells that carry each exact value as JSON in `data-value`, so a
+test can read back what is shown."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from arena.service.numbers import format_value, with_interval
+from tasks.workloads.base import ColumnFormat
+
+REFRESH_S = 5  # the index reloads itself while a batch runs
+CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:72em}
+table{border-collapse:collapse}td,th{padding:.3em .6em;border-bottom:1px solid #ddd;
+text-align:right;vertical-align:middle}td.name,th.name{text-align:left}
+svg.bar{display:inline-block;width:8em;height:.8em;background:#eee;vertical-align:middle}
+rect.good{fill:#2e9e44}rect.fair{fill:#e0b020}rect.poor{fill:#d0342c}.card{border:1px solid #ccc;
+border-radius:6px;padding:.8em;margin:.8em 0}.card h2{margin:.2em 0}
+.card.good{border-left:8px solid #2e9e44}.card.fair{border-left:8px solid #e0b020}
+.card.poor{border-left:8px solid #d0342c}pre{background:#f6f6f6;padding:.5em;
+overflow-x:auto;max-height:20em}.dim{display:flex;gap:.6em;align-items:center}
+.dim label{width:6em}svg.spark{vertical-align:middle}
+"""
+# Bound to the form here rather than in an onsubmit attribute: the page's Content-Security-Policy
+# admits this one script (by its hash), and no inline event handler.
+MERGE_JS = """
+for (const form of document.querySelectorAll('form.merge')) {
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const out = document.getElementById('merge-answer');
+    const answer = await fetch(form.dataset.url, {method: 'POST',
+      headers: {'Authorization': 'Bearer ' + form.token.value}});
+    const body = await answer.json();
+    out.textContent = answer.status + ': ' + (body.message || JSON.stringify(body.detail));
+  });
+}
+"""
+
+
+def csp_hash(source: str) -> str:
+    """A CSP source admitting exactly this inline script or style."""
+    return f"'sha256-{base64.b64encode(hashlib.sha256(source.encode()).digest()).decode()}'"
+
+
+# The page loads nothing from elsewhere: its one style sheet and one script are inline and
+# admitted by hash (no 'unsafe-inline'); the merge button fetches this origin; nothing frames it.
+PAGE_CSP = (
+    f"default-src 'none'; style-src {csp_hash(CSS)}; script-src {csp_hash(MERGE_JS)}; "
+    "connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
+
+
+def e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def data(value: Any) -> str:
+    """The exact value as JSON, escaped for an attribute."""
+    return e(json.dumps(value))
+
+
+def layout(title: str, body: str, refresh: bool = False, script: bool = False) -> str:
+    meta = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if refresh else ""
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{meta}'
+        f"<title>{e(title)} · Arena</title><style>{CSS}</style></head><body>"
+        f'<p><a href="/">Arena</a></p><h1>{e(title)}</h1>{body}'
+        + (f"<script>{MERGE_JS}</script>" if script else "")
+        + "</body></html>"
+    )
+
+
+def band(value: float | None) -> str:
+    """The seed's colours: green above 80, yellow from 50 to 80, red below 50."""
+    if value is None:
+        return "poor"
+    return "good" if value > 80 else "fair" if value >= 50 else "poor"
+
+
+def number(value: Any, fmt: ColumnFormat = "number", cls: str = "") -> str:
+    return f'<td class="{e(cls)}" data-value="{data(value)}">{e(format_value(value, fmt))}</td>'
+
+
+def interval(point: Any, ci: Any, fmt: ColumnFormat, cls: str) -> str:
+    """A point with its 95% interval, as `arena leaderboard` shows it."""
+    values = {"point": point, "ci95": ci}
+    return (
+        f'<td class="{e(cls)}" data-value="{data(values)}">{e(with_interval(point, ci, fmt))}</td>'
+    )
+
+
+def bar(value: Any, cls: str, label: str | None = None) -> str:
+    """A 0-100 value as a small horizontal bar, coloured by band, with its number (an SVG: a
+    width in a style attribute would need 'unsafe-inline' in the page's CSP)."""
+    shown = value if isinstance(value, int | float) else None
+    width = max(0.0, min(100.0, float(shown))) if shown is not None else 0.0
+    return (
+        f'<span class="{e(cls)}" data-value="{data(value)}">'
+        + (f"<label>{e(label)}</label>" if label else "")
+        + '<svg class="bar" viewBox="0 0 100 1" preserveAspectRatio="none">'
+        f'<rect class="{band(shown)}" width="{width:.1f}" height="1"/></svg>'
+        f" {e(format_value(value, 'number'))}</span>"
+    )
+
+
+def sparkline(scores: Sequence[float], width: int = 120, height: int = 24) -> str:
+    """Scores oldest first as an inline SVG polyline (a dot for one point)."""
+    if not scores:
+        return ""
+    low, high = min(scores), max(scores)
+    span = (high - low) or 1.0
+    step = width / max(len(scores) - 1, 1)
+    points = [
+        (i * step if len(scores) > 1 else width / 2, height - 2 - (s - low) / span * (height - 4))
+        for i, s in enumerate(scores)
+    ]
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+    last_x, last_y = points[-1]
+    return (
+        f'<svg class="spark" width="{width}" height="{height}" data-points="{data(list(scores))}"'
+        f' viewBox="0 0 {width} {height}"><polyline fill="none" stroke="#36c" stroke-width="1.5"'
+        f' points="{line}"/><circle cx="{last_x:.1f}" cy="{last_y:.1f}" r="2" fill="#36c"/></svg>'
+    )

@@ -1,0 +1,229 @@
+"""The HTTP API's routes (docs/api.md): the CLI's batch, leaderboard and race commands over
+HTTP, each a top-level function over the service layer. Reads are open; submitting,
+cancelling and merging need a bearer token (state.TOKEN)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
+from fastapi.responses import PlainTextResponse
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+
+from arena.service import batches, boards, races
+from arena.web.models import (
+    BatchDetail,
+    Cancelled,
+    Health,
+    History,
+    HistoryPoint,
+    Leaderboard,
+    Merged,
+    RaceResults,
+    error_responses,
+)
+from arena.web.state import TOKEN, Api, ApiState, not_found
+from tasks.app import QUEUES
+from tasks.metrics import ClusterGauges, QueueDepth
+from tasks.records import FINISHED, BatchInfo
+from tasks.spec import MAX_SPEC_BYTES
+from tasks.store import Store
+from tasks.submit import Submission
+from tasks.validation import InputError, RunFailed
+from tasks.workloads import validate_batch
+
+router = APIRouter()
+TEXT: dict[int | str, dict[str, Any]] = {200: {"content": {"text/plain": {}}}}
+
+
+async def spec_size(request: Request) -> None:
+    """A spec is at most MAX_SPEC_BYTES, as `arena submit` reads it (the body itself was capped
+    at ARENA_API_MAX_BODY_BYTES while it was read)."""
+    if len(await request.body()) > MAX_SPEC_BYTES:
+        raise HTTPException(413, f"spec: over {MAX_SPEC_BYTES} bytes")
+
+
+def metrics_registry(db: Store) -> CollectorRegistry:
+    """What /metrics reads from Redis: queue depths, batches by status (counted at most every
+    so often) and the unit counts of the latest batches, in bounded round trips."""
+    registry = CollectorRegistry()
+    registry.register(QueueDepth(lambda: db.queue_lengths(QUEUES)))
+    registry.register(ClusterGauges(db))
+    return registry
+
+
+def find(api: Api, ref: str) -> BatchInfo:
+    try:
+        return batches.find_batch(api.db, ref)
+    except InputError as exc:
+        raise not_found(exc) from None
+
+
+@router.get("/healthz", response_model=Health, tags=["ops"], responses=error_responses(503))
+def healthz(api: ApiState) -> Health:
+    """200 when Redis answers, else 503."""
+    api.db.ping()
+    return Health(status="ok")
+
+
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    tags=["ops"],
+    responses={**TEXT, **error_responses(503)},
+)
+def metrics(api: ApiState) -> PlainTextResponse:
+    """Prometheus text: this process's metrics, queue depths, batches by status and the
+    unit counts of recent batches, read from Redis."""
+    text = generate_latest(REGISTRY) + generate_latest(api.metrics)
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+@router.get("/batches", response_model=list[BatchInfo], tags=["batches"], name="batches")
+def recent(api: ApiState, limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[BatchInfo]:
+    """Recent batches, newest first (`arena batches`)."""
+    return batches.recent_batches(api.db, limit)
+
+
+@router.get(
+    "/batches/{batch_id}",
+    response_model=BatchDetail,
+    tags=["batches"],
+    responses=error_responses(404),
+)
+def batch(api: ApiState, batch_id: str) -> BatchDetail:
+    """A batch (id, unique prefix or run id): state, progress, identity, provenance, and
+    its report once finished (`arena status`, `arena report`)."""
+    info = find(api, batch_id)
+    finished = info.status in FINISHED
+    report = batches.stored_report(api.settings, api.db, info.id) if finished else None
+    return BatchDetail(batch=info, report=report)
+
+
+@router.delete(
+    "/batches/{batch_id}",
+    response_model=Cancelled,
+    tags=["batches"],
+    dependencies=[TOKEN],
+    responses=error_responses(401, 404, 409, 503),
+)
+def cancel_batch(api: ApiState, batch_id: str) -> Cancelled:
+    """Cancel a running batch (`arena cancel`); 409 if it had already ended."""
+    resolved, outcome = batches.cancel_batch(api.db, api.batch_id(batch_id))
+    if outcome != "cancelled":
+        raise HTTPException(409, f"batch {resolved} already ended ({outcome})")
+    return Cancelled(batch_id=resolved, status="cancelled")
+
+
+@router.get(
+    "/batches/{batch_id}/logs/{unit}",
+    response_class=PlainTextResponse,
+    tags=["batches"],
+    responses={**TEXT, **error_responses(404)},
+)
+def unit_log(api: ApiState, batch_id: str, unit: str) -> str:
+    """What one unit printed (stdout and stderr), as `arena logs` shows it."""
+    resolved = api.batch_id(batch_id)
+    text = api.db.unit_log(resolved, unit)
+    if text is None:
+        raise HTTPException(404, f"log: no output captured for unit {unit!r} of {resolved}")
+    return text
+
+
+@router.post(
+    "/batches",
+    status_code=202,
+    response_model=Submission,
+    tags=["batches"],
+    dependencies=[TOKEN, Depends(spec_size)],
+    responses=error_responses(400, 401, 409, 413, 422, 503),
+)
+def submit_batch(
+    api: ApiState,
+    spec: Annotated[Any, Body(description="A batch spec (docs/specs), as JSON.")],
+    fresh: bool = False,
+    run_id: Annotated[str | None, Query(max_length=64)] = None,
+) -> Submission:
+    """Queue a batch (`arena submit`). 422: the spec is invalid (the detail names the
+    field) and nothing was stored; 409: it conflicts with what the cluster holds."""
+    try:
+        batches.check_run_id(run_id)
+        batch = validate_batch(spec)
+    except InputError as exc:
+        raise HTTPException(422, str(exc).replace("--run-id", "run_id")) from None
+    try:
+        with api.submitting(batch.batch_id):
+            return batches.submit_batch(api.db, api.settings, batch, fresh, run_id)
+    except InputError as exc:
+        raise HTTPException(409, str(exc).replace("--fresh", "fresh")) from None
+
+
+@router.get("/leaderboards", response_model=list[str], tags=["leaderboards"])
+def leaderboards(api: ApiState) -> list[str]:
+    """Every leaderboard's name (`arena leaderboard`)."""
+    return api.db.leaderboard_names()
+
+
+@router.get(
+    "/leaderboards/{name}",
+    response_model=Leaderboard,
+    tags=["leaderboards"],
+    responses=error_responses(404),
+)
+def leaderboard(api: ApiState, name: str) -> Leaderboard:
+    """A board's rows in rank order (`arena leaderboard NAME --json`)."""
+    try:
+        board = boards.read_board(api.db, name)
+    except InputError as exc:
+        raise not_found(exc) from None
+    return Leaderboard(name=name, entries=board.payload())
+
+
+@router.get(
+    "/leaderboards/{name}/history/{agent}",
+    response_model=History,
+    tags=["leaderboards"],
+    responses=error_responses(404),
+)
+def history(api: ApiState, name: str, agent: str) -> History:
+    """One point per evaluation of the agent on the board, oldest first."""
+    try:
+        points = boards.history(api.db, name, agent)
+    except InputError as exc:
+        raise not_found(exc) from None
+    return History(name=name, agent=agent, points=[HistoryPoint(**p) for p in points])
+
+
+def finished_race(api: Api, ref: str) -> tuple[str, BatchInfo]:
+    try:
+        return races.race_info(api.db, api.batch_id(ref))
+    except InputError as exc:
+        raise not_found(exc) from None
+
+
+@router.get(
+    "/races/{batch_id}",
+    response_model=RaceResults,
+    tags=["races"],
+    responses=error_responses(404),
+)
+def race_results(api: ApiState, batch_id: str) -> RaceResults:
+    """A finished race's ranking, winner and verdict (`arena race results ID --json`)."""
+    _, info = finished_race(api, batch_id)
+    return RaceResults(**races.results_payload(info))
+
+
+@router.post(
+    "/races/{batch_id}/merge",
+    response_model=Merged,
+    tags=["races"],
+    dependencies=[TOKEN],
+    responses=error_responses(401, 404, 409, 503),
+)
+def merge(api: ApiState, batch_id: str, force: bool = False) -> Merged:
+    """Merge the winner into the base branch (`arena race merge`); 409 when it may not."""
+    resolved, info = finished_race(api, batch_id)
+    try:
+        return Merged(batch_id=resolved, message=races.merge_winner(resolved, info, force))
+    except RunFailed as exc:
+        raise HTTPException(409, str(exc)) from None
