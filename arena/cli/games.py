@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import click
 
 from arena.cli.terminal import OUTPUT_PATH, exit_for, run_and_show
 from arena.service.alympics import BenchmarkResult, benchmark_spec, result_of
-from arena.service.batches import check_run_id, report_errors
-from arena.service.cluster import log_folder
-from arena.service.reports import (
-    Report,
-    check_output_file,
-    check_output_path,
-    in_process_report,
-    write_logs,
-    write_report,
-)
+from arena.service.batches import check_run_id, report_errors, run_in_process
+from arena.service.reports import check_output_file, check_output_path, write_report
 from scoring.alympics import normalise
-from tasks.execute import execute_batch
-from tasks.settings import ArenaSettings, load_settings
+from tasks.settings import load_settings
 from tasks.workloads import validate_batch
-from tasks.workloads.base import ValidatedBatch
 
 
 def _verbose_lines(result: BenchmarkResult) -> list[str]:
@@ -118,7 +107,7 @@ def benchmark_command(
         finished = run_and_show(batch, False, workers, quiet=True, run_id=run_id)
         results, report = finished.results, finished.report
     else:
-        report = _in_process(batch, run_id, settings)
+        report = run_in_process(batch, run_id, settings)
         results = report.units
     result = result_of(batch, results)
     text = "\n".join([result.summary(), *(_verbose_lines(result) if verbose else [])])
@@ -131,11 +120,3 @@ def benchmark_command(
     if report_target:
         write_report(report, report_target)
     exit_for(report_errors(report))
-
-
-def _in_process(batch: ValidatedBatch, run_id: str | None, settings: ArenaSettings) -> Report:
-    created, logs = time.time(), dict[str, str]()
-    results = execute_batch(batch, logs)
-    folder = log_folder(settings, batch.batch_id)
-    log_dir = write_logs(folder, logs, results) if logs else None
-    return in_process_report(batch, results, created, run_id, log_dir)

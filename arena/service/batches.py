@@ -4,11 +4,13 @@ their units, their report and a one-line account of what went wrong."""
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from arena.service.cluster import log_folder
-from arena.service.reports import Report, report_from_store
+from arena.service.reports import Report, in_process_report, report_from_store, write_logs
+from tasks.execute import execute_batch
 from tasks.liveness import waiting_on_lost_workers
 from tasks.refusal import probe_writes
 from tasks.settings import ArenaSettings
@@ -89,6 +91,16 @@ def unit_logs(db: Store, batch_ref: str, agent: str | None) -> tuple[str, list[U
         if agent is None or results[unit_id].agent == agent
     ]
     return info.id, shown
+
+
+def run_in_process(batch: ValidatedBatch, run_id: str | None, settings: ArenaSettings) -> Report:
+    """Run a batch's units in this process, one after another (no Redis, no leaderboard), and
+    its report, with the units' logs written to the data folder."""
+    created, logs = time.time(), dict[str, str]()
+    results = execute_batch(batch, logs)
+    folder = log_folder(settings, batch.batch_id)
+    log_dir = write_logs(folder, logs, results) if logs else None
+    return in_process_report(batch, results, created, run_id, log_dir)
 
 
 def stored_report(settings: ArenaSettings, db: Store, batch_id: str) -> Report:
