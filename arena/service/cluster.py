@@ -18,7 +18,6 @@ from arena.service.waiting import Watcher, wait
 from tasks.settings import ArenaSettings, load_settings
 from tasks.store import BatchInfo, Store
 from tasks.validation import InputError
-from tasks.workloads import get_workload
 from tasks.workloads.base import UnitResult, ValidatedBatch
 
 if TYPE_CHECKING:
@@ -123,9 +122,10 @@ def submit_and_wait(
     )
     with follow(sub) as watcher:
         info = wait(db, sub.batch_id, settings, watcher)
-    stored = db.unit_results(sub.batch_id)
-    units = get_workload(batch.spec.workload).expand(batch)
-    results = [stored[u.id] for u in units if u.id in stored]
-    log_dir = write_logs(log_folder(settings, sub.batch_id), db.logs(sub.batch_id), results)
+    # The report reads the results back once, in unit order; the logs are written beside it.
+    report = report_from_store(db, sub.batch_id)
+    log_dir = write_logs(log_folder(settings, sub.batch_id), db.logs(sub.batch_id), report.units)
+    if log_dir is not None:
+        report = report.model_copy(update={"log_dir": str(log_dir)})
     boards = [read_board(db, name) for name in info.boards] if info.status == "done" else []
-    return Finished(info, results, report_from_store(db, sub.batch_id, log_dir), sub, boards)
+    return Finished(info, report.units, report, sub, boards)

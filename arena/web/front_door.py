@@ -77,7 +77,7 @@ class ClientGone(Exception):
 
 class FrontDoor:
     """The middleware (see the module's docstring). `page_csp`: the Content-Security-Policy of
-    an HTML answer that sets none itself (arena/page.py's)."""
+    an HTML answer that sets none itself (arena/web/page.py's)."""
 
     def __init__(self, app: ASGIApp, tokens: Tokens, max_body_bytes: int, page_csp: str) -> None:
         self.app = app

@@ -1,5 +1,6 @@
 """GET /leaderboards/NAME answers the rows `arena leaderboard NAME --json` prints: both read the
-board with the one reader of the service layer (boards.read_board), ranking included."""
+board with the one reader of the service layer (boards.read_board), ranking included; its page
+shows the columns the board's workload declares."""
 
 from __future__ import annotations
 
@@ -40,3 +41,34 @@ def test_board_rows_are_the_clis_json_rows(client: TestClient, db: Store) -> Non
     expected = read_board(db, "rows").payload()
     assert response.json() == {"name": "rows", "entries": expected}
     assert [r["agent"] for r in expected] == ["thompson", "greedy", "ucb1", "random"]
+
+
+def test_a_boards_page_shows_the_columns_its_workload_declares(
+    client: TestClient, db: Store
+) -> None:
+    """page.py names no workload: the bandit board (no page columns of its own) gets its
+    interval and table columns, each value in a data-value attribute as the JSON has it."""
+    batch = validate_batch(bandit_spec(leaderboard="declared"))
+    workload = get_workload("bandit")
+    boards = workload.boards(batch)
+    submitted = provenance_of(batch)
+    db.start_batch(batch.normalised(), "bandit", boards, 1, batch.identity, submitted)
+    finished, per_agent = finished_provenance(submitted, time.time(), [])
+    stats = {"episodes": 3, "errors": 0, "mean_regret": 1234.4, "best_arm_rate": 0.25}
+    stats |= {"mean_reward": 0.5, "iqm_reward": 0.5, "iqm_ci95": [0.25, 0.75]}
+    entries = [LeaderboardEntry(agent="ucb1", score=0.5, stats=stats)]
+    db.finish_batch(
+        batch.batch_id, Reduction(summary={}, entries=entries), boards, finished, per_agent
+    )
+
+    page = client.get("/ui/leaderboards/declared")
+    assert page.status_code == 200, page.text
+    html = page.text
+    assert 'data-kind="bandit"' in html
+    for column in workload.board_page_columns():
+        assert f"<th>{column.header}</th>" in html
+    assert '<td class="iqm_reward" data-value="{&quot;point&quot;: 0.5' in html
+    assert ">0.500 [0.250, 0.750]</td>" in html
+    assert '<td class="mean_regret" data-value="1234.4">1,234</td>' in html
+    assert '<td class="best_arm_rate" data-value="0.25">25.0%</td>' in html
+    assert "replay" not in html  # bandit declares no replays

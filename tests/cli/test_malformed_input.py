@@ -610,9 +610,9 @@ def test_messages_name_each_field_once_and_stay_short():
 
 
 def test_a_score_that_is_not_finite_is_refused_not_printed(monkeypatch: pytest.MonkeyPatch):
-    from arena.service import scores as score_cmd
+    from arena.service import scores
 
     # The models' bounds make this unreachable today; the guard keeps NaN out of --json anyway.
-    monkeypatch.setitem(score_cmd.SCORERS, "race", lambda data: ("", {"composite": math.nan}))
+    monkeypatch.setitem(scores.SCORERS, "race", lambda data: ("", {"composite": math.nan}))
     with pytest.raises(InputError, match="not a finite number"):
-        score_cmd.score("race", {})
+        scores.score("race", {})
