@@ -105,6 +105,12 @@ def swagger_assets() -> Path:
     return folder
 
 
+def docs(request: Request) -> HTMLResponse:
+    """/docs (only when ARENA_API_DOCS is on): Swagger UI, built once by docs_route."""
+    page_html, policy = request.app.state.docs_page
+    return HTMLResponse(page_html, headers={"Content-Security-Policy": policy})
+
+
 def docs_route(app: FastAPI) -> None:
     """/docs: Swagger UI on /openapi.json, every file from this server; its one inline script
     is admitted by hash in the page's Content-Security-Policy."""
@@ -127,10 +133,8 @@ def docs_route(app: FastAPI) -> None:
         "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
         "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     )
-
-    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
-    def docs() -> HTMLResponse:
-        return HTMLResponse(page_html, headers={"Content-Security-Policy": policy})
+    app.state.docs_page = (page_html, policy)
+    app.add_api_route("/docs", docs, response_class=HTMLResponse, include_in_schema=False)
 
 
 def publish_spec_schema(app: FastAPI) -> None:
