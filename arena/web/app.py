@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import Counter
 from starlette.types import ASGIApp
@@ -58,6 +59,12 @@ class ArenaApp(FastAPI):
     that Starlette's error middleware writes gets the security headers."""
 
     front_door: tuple[Tokens, int, str] | None = None
+
+    def answered_routes(self) -> list[APIRoute]:
+        """Every route this app answers (a 405's Allow header lists their methods): the
+        routers' own lists, which FastAPI's included routers no longer flatten into .routes."""
+        routers = [self.router, routes.router, page.router]
+        return [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()

@@ -217,6 +217,11 @@ def replay(body: bytes, receive: Receive) -> Callable[[], Awaitable[Message]]:
 def path_methods(scope: Scope) -> list[str]:
     """Every method the app's routes answer on the request's path (a 405's Allow)."""
     app = scope.get("app")
-    routes = [r for r in getattr(app, "routes", ()) if isinstance(r, APIRoute)]
+    answered = getattr(app, "answered_routes", None)
+    routes = (
+        answered()
+        if answered
+        else [r for r in getattr(app, "routes", ()) if isinstance(r, APIRoute)]
+    )
     path = scope["path"]
     return sorted({m for r in routes if r.path_regex.match(path) for m in r.methods or ()})
