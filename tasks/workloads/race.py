@@ -9,7 +9,9 @@ scoring.race_measures.score_race, ranks them and gives the verdict. The spec has
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import ValidationError
@@ -41,7 +43,7 @@ from tasks.workloads.race_spec import (
 )
 from tasks.workloads.race_view import format_board
 from workers.fingerprint import AgentFingerprint, commit_fingerprint, unversioned_fingerprint
-from workers.race.check import CheckCommands, run_check
+from workers.race.check import CheckCommands, PythonEnvironment, run_check
 from workers.race.git import GitError, resolve_commit
 from workers.sandbox import Sandbox, SandboxLimits
 from workers.sandbox.choose import get_sandbox
@@ -209,6 +211,7 @@ class RaceWorkload(Workload):
                 disk_mb=settings.sandbox_disk_mb or None,
             ),
             workdir_root=settings.work_dir,
+            environment=race_environment(params, settings),
         )
         return result.model_dump(mode="json")
 
@@ -232,6 +235,16 @@ class RaceWorkload(Workload):
 def repo_policy(asker: Asker, settings: ArenaSettings | None = None) -> RepoPolicy:
     """What `asker` may name as a race's repository, from the operator's settings."""
     return RepoPolicy.of(settings or load_settings(), asker)
+
+
+def race_environment(params: RaceParams, settings: ArenaSettings) -> PythonEnvironment | None:
+    """The race's own environment, kept under the work dir, when it declares one."""
+    if params.environment != "python":
+        return None
+    root = settings.work_dir or Path(tempfile.gettempdir())
+    return PythonEnvironment(
+        cache_root=root / "arena-race-envs", setup_command=params.setup_command
+    )
 
 
 def sandbox_from(settings: ArenaSettings) -> Sandbox:

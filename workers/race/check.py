@@ -19,6 +19,7 @@ from scoring.race_dimensions import LintCounts, TestCounts
 from scoring.race_lint import parse_lint_output
 from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
+from workers.race.environment import EnvironmentFailed, EnvironmentRun, python_environment
 from workers.race.git import checkout, clone, commit_of, diff_stats, git
 from workers.sandbox import (
     CommandResult,
@@ -28,6 +29,7 @@ from workers.sandbox import (
     SandboxUnavailable,
 )
 from workers.sandbox.base import URL_WITH_USER
+from workers.sandbox.local import LocalSandbox
 
 TAIL_CHARS = 2_000  # of each command's output, kept with the result; the whole goes to the log
 MAX_JUNIT_BYTES = 16 * 1024 * 1024
@@ -89,6 +91,17 @@ class CheckResult(BaseModel):
     tests_skipped: bool = False  # the build failed: tests and lint were not run
     diff: DiffStats
     checkout_s: float
+    environment: EnvironmentRun | None = None  # the race's own, when it declares one
+
+
+class PythonEnvironment(BaseModel):
+    """A race's commands run in a virtual environment made from what the checked commit
+    declares (workers/race/environment.py), kept under `cache_root`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cache_root: Path
+    setup_command: str | None = None
 
 
 def forget_credentials(workdir: Path, repo: str) -> None:
@@ -162,6 +175,7 @@ def run_check(
     limits: SandboxLimits | None = None,
     workdir_root: Path | None = None,
     echo: Callable[[str], None] = print,
+    environment: PythonEnvironment | None = None,
 ) -> CheckResult:
     """Check `ref` of `repo` (at `expected_commit`, the commit resolved at submission, when
     given) against `base`; the checkout is removed afterwards whatever happens."""
@@ -192,10 +206,46 @@ def run_check(
             else DiffStats(lines_added=0, lines_removed=0, files_changed=0),
             checkout_s=time.perf_counter() - started,
         )
+        if environment is not None:
+            sandbox, result.environment = _in_environment(
+                workdir, environment, sandbox, limits, commands.timeout_s, echo
+            )
         _measure(result, workdir, commands, sandbox, limits, echo)
         return result
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _in_environment(
+    workdir: Path,
+    environment: PythonEnvironment,
+    sandbox: Sandbox,
+    limits: SandboxLimits | None,
+    timeout_s: float,
+    echo: Callable[[str], None],
+) -> tuple[Sandbox, EnvironmentRun]:
+    """The sandbox that runs the commands in the checkout's environment, and how it was had."""
+    if not isinstance(sandbox, LocalSandbox):
+        raise CheckError("environment: a race's python environment needs the local sandbox")
+    local = sandbox
+
+    def setup(env: Path, command: str) -> None:
+        done = local.in_python_env(env, writable=True).run(
+            command, workdir, timeout_s, None, limits
+        )
+        status = "timed out" if done.timed_out else f"exit {done.exit_code}"
+        echo(f"== setup: {command} ({status}, {done.duration_s:.2f}s)")
+        echo(done.output.rstrip("\n"))
+        if done.exit_code != 0 or done.timed_out or done.error is not None:
+            raise EnvironmentFailed(f"setup command {command!r} failed ({done.error or status})")
+
+    try:
+        env, run = python_environment(
+            workdir, environment.cache_root, environment.setup_command, setup, echo
+        )
+    except EnvironmentFailed as exc:
+        raise CheckError(f"environment: {exc}") from None
+    return local.in_python_env(env), run
 
 
 def _measure(

@@ -81,7 +81,9 @@ class LocalSandbox(Sandbox):
     code only). `grace_s`: between SIGTERM and SIGKILL at the deadline. `readonly`: folders of
     the work dir bound read-only (`.git`: a local clone hard-links the source repository's
     objects, so writing them would write the source). `readable`: more host folders the
-    commands may read."""
+    commands may read. `python_env`: a virtual environment (a race's, workers/race/environment.py)
+    whose `python` and tools the commands get instead of the worker's, which they then cannot
+    see at all; `python_env_writable` lets a setup command install into it."""
 
     kind: ClassVar[str] = "local"
 
@@ -93,12 +95,28 @@ class LocalSandbox(Sandbox):
         jail: bool = True,
         readonly: Sequence[str] = (".git",),
         readable: Sequence[Path] = (),
+        python_env: Path | None = None,
+        python_env_writable: bool = False,
     ) -> None:
         self.shell = shell
         self.grace_s = grace_s
         self.jail = jail
         self.readonly = tuple(readonly)
         self.readable = tuple(readable)
+        self.python_env = python_env
+        self.python_env_writable = python_env_writable
+
+    def in_python_env(self, env: Path, writable: bool = False) -> LocalSandbox:
+        """The same sandbox, its commands run in the virtual environment `env`."""
+        return LocalSandbox(
+            self.shell,
+            self.grace_s,
+            jail=self.jail,
+            readonly=self.readonly,
+            readable=self.readable,
+            python_env=env,
+            python_env_writable=writable,
+        )
 
     def unavailable(self) -> str | None:
         if not self.jail:
@@ -170,12 +188,22 @@ class LocalSandbox(Sandbox):
         filter_fd: int | None,
     ) -> list[str]:
         readonly = [folder / name for name in self.readonly]
-        readable = [*bwrap.python_paths(), *toolchains().folders, *self.readable]
+        interpreter = bwrap.python_paths()
+        jailed_env = jail_environment(env)
+        writable: list[Path] = []
+        if self.python_env is not None:
+            # The race's environment, not the worker's: Arena's own prefix stays out of sight.
+            interpreter = [p for p in interpreter if p != Path(sys.prefix)]
+            interpreter.append(self.python_env)
+            jailed_env = in_python_env(jailed_env, self.python_env, folder)
+            writable = [self.python_env] if self.python_env_writable else []
+        readable = [*interpreter, *toolchains().folders, *self.readable]
         readable += [p for p in readonly if p.is_dir() and not p.is_symlink()]
         jail = bwrap.Jail(
             workdir=folder,
+            writable=writable,
             readable=readable,
-            env=jail_environment(env),
+            env=jailed_env,
             network=limits.network,
         )
         return jail.argv([self.shell, "-c", command], bwrap.bwrap_path(), seccomp_fd=filter_fd)
@@ -307,6 +335,19 @@ def jail_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
     rest = [p for p in path.split(os.pathsep) if p != bin_dir]
     jailed["PATH"] = os.pathsep.join([bin_dir, *rest])
     return jailed
+
+
+def in_python_env(jailed: Mapping[str, str], env: Path, workdir: Path) -> dict[str, str]:
+    """A jail's environment with the virtual environment `env` first on PATH instead of the
+    worker's interpreter folder, and a checkout's `src/` on PYTHONPATH (the project itself is not
+    installed: `python -m pytest` and `python -c` find a flat layout from the work dir)."""
+    bin_dir = os.path.dirname(sys.executable)
+    rest = [p for p in jailed["PATH"].split(os.pathsep) if p and p != bin_dir]
+    result = {**jailed, "PATH": os.pathsep.join([str(env / "bin"), *rest])}
+    result["VIRTUAL_ENV"] = str(env)
+    if (workdir / "src").is_dir():
+        result["PYTHONPATH"] = str(workdir / "src")
+    return result
 
 
 def bwrap_said(out: IO[bytes], size: int) -> str:

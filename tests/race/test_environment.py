@@ -1,0 +1,145 @@
+"""A race's own Python environment (docs/race.md, "The race's environment"): the checks of a
+repository whose package shares its name with one installed in Arena's environment (markupsafe,
+a dependency of Arena's, in a src/ layout as pallets/markupsafe has it) see the repository's
+package, its declared pytest and ruff, and nothing of Arena; the environment is built once per
+declaration and reused. Real git, the real bubblewrap jail, real pip installing real wheels (from
+the folder scripts/install-test-tools fills, with no index)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.needs import require_bwrap, unavailable
+from tests.race.projects import git
+from workers.race.check import CheckCommands, PythonEnvironment, run_check
+from workers.race.environment import declared_requirements, environment_key
+from workers.sandbox.local import LocalSandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEELS = ROOT / ".test-tools" / "race-wheels"
+PYPROJECT = """\
+[project]
+name = "markupsafe"
+version = "0.1"
+dependencies = []
+
+[project.optional-dependencies]
+test = ["pytest"]
+
+[dependency-groups]
+dev = ["ruff"]
+"""
+PACKAGE = 'def escape_attr(text):\n    return text.replace(\'"\', "&quot;")\n'
+TEST = (
+    "from markupsafe import escape_attr\n\n\n"
+    "def test_escape_attr():\n"
+    "    assert escape_attr('a\"b') == 'a&quot;b'\n"
+)
+COMMANDS = CheckCommands(
+    build='python -c "import markupsafe, sys; print(markupsafe.__file__, sys.prefix)"',
+    tests="python -m pytest -q -p no:cacheprovider",
+    lint="ruff check --no-cache .",
+    timeout_s=120,
+)
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "markupsafe"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    files = {"pyproject.toml": PYPROJECT, "src/markupsafe/__init__.py": PACKAGE}
+    commit(repo, {**files, "tests/test_escape.py": TEST}, "escape_attr")
+    git(repo, "checkout", "-q", "-b", "syntax-error")
+    commit(repo, {"src/markupsafe/__init__.py": "def escape_attr(text)\n"}, "broken")
+    git(repo, "checkout", "-q", "main")
+    return repo
+
+
+@pytest.fixture
+def wheels(monkeypatch: pytest.MonkeyPatch) -> Path:
+    if not (WHEELS / ".complete").is_file():
+        unavailable(
+            f"no wheels in {WHEELS} for a race's environment: run scripts/install-test-tools"
+        )
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # the folder only: no index, no network
+    monkeypatch.setenv("PIP_FIND_LINKS", str(WHEELS))
+    return WHEELS
+
+
+def check(repo: Path, ref: str, envs: Path | None, tmp_path: Path) -> dict[str, object]:
+    environment = PythonEnvironment(cache_root=envs) if envs else None
+    result = run_check(
+        str(repo),
+        ref,
+        "main",
+        COMMANDS,
+        LocalSandbox(),
+        workdir_root=tmp_path,
+        echo=lambda _: None,
+        environment=environment,
+    )
+    return result.model_dump(mode="json")
+
+
+def test_the_declared_requirements_and_the_key(repo: Path) -> None:
+    assert declared_requirements(repo) == ["pytest", "ruff"]
+    key = environment_key(repo, None)
+    assert environment_key(repo, "make setup") != key  # a setup command is another environment
+    (repo / "requirements-dev.txt").write_text("# tools\nmypy  # types\n-r other.txt\n")
+    assert declared_requirements(repo) == ["pytest", "ruff", "mypy"]
+    assert environment_key(repo, None) != key  # a branch that changes them gets its own
+
+
+def test_checks_run_in_the_repositorys_environment_not_arenas(
+    repo: Path, wheels: Path, tmp_path: Path
+) -> None:
+    require_bwrap()
+    assert importlib.util.find_spec("markupsafe") is not None  # Arena's own has one
+    envs = tmp_path / "envs"
+    base = check(repo, "main", envs, tmp_path)
+    build = base["build"]
+    assert isinstance(build, dict) and build["exit_code"] == 0, build
+    # The repository's package from its src/, under the race's interpreter prefix.
+    assert "/src/markupsafe/__init__.py" in build["output_tail"]
+    assert str(envs) in build["output_tail"]
+    tests = base["tests"]
+    assert isinstance(tests, dict) and tests["counts"]["passed"] == 1, tests
+    assert "hypothesis" not in tests["output_tail"]  # none of Arena's pytest plugins
+    lint = base["lint"]
+    assert isinstance(lint, dict) and lint["exit_code"] == 0, lint
+    first = base["environment"]
+    assert isinstance(first, dict) and not first["reused"]
+
+    broken = check(repo, "syntax-error", envs, tmp_path)
+    build = broken["build"]
+    assert isinstance(build, dict) and build["exit_code"] != 0 and broken["tests_skipped"]
+    again = broken["environment"]
+    assert isinstance(again, dict) and again["reused"] and again["key"] == first["key"]
+    assert again["duration_s"] < first["duration_s"]
+    print(f"environment built in {first['duration_s']:.2f}s, reused in {again['duration_s']:.3f}s")
+
+
+def test_with_the_workers_environment_arena_shadows_the_project(repo: Path, tmp_path: Path) -> None:
+    """What the race's environment fixes: with the worker's tools, a syntax error in the
+    repository's package builds, because `import markupsafe` finds Arena's."""
+    require_bwrap()
+    broken = check(repo, "syntax-error", None, tmp_path)
+    build = broken["build"]
+    assert isinstance(build, dict) and build["exit_code"] == 0
+    assert "/src/markupsafe/" not in build["output_tail"]
+    assert (
+        os.path.dirname(importlib.util.find_spec("markupsafe").origin or "") in build["output_tail"]
+    )
