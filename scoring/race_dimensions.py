@@ -31,11 +31,14 @@ class TestCounts(StrictModel):
     passed: Count
     failed: Count = 0
     errors: Count = 0
-    skipped: Count = 0
+    skipped: Count = 0  # skipped (ignored, todo) only: xfail and xpass are counted apart
+    xfailed: Count = 0  # expected failures that failed (pytest's xfailed)
+    xpassed: Count = 0  # expected failures that passed, not strict (pytest's xpassed)
 
     @property
     def total(self) -> int:
-        # Skipped tests neither pass nor fail; errors (e.g. a broken fixture) count as failures.
+        # Skipped tests neither pass nor fail, nor do xfailed and xpassed (the seed counts
+        # passed and failed); errors (e.g. a broken fixture) count as failures.
         return self.passed + self.failed + self.errors
 
 

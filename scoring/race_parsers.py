@@ -43,15 +43,14 @@ def parse_pytest(text: str) -> TestCounts | None:
         match = _PYTEST_SUMMARY.match(line.strip())
         if not match:
             continue
-        counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+        counts = dict.fromkeys(("passed", "failed", "errors", "skipped", "xfailed", "xpassed"), 0)
         for number, word in _PYTEST_ITEM.findall(match.group("body")):
             if word in ("error", "errors"):
                 counts["errors"] += int(number)
-            elif word in ("passed", "failed"):
+            elif word != "deselected":
+                # Expected failures and unexpected passes are their own counts: they count
+                # neither for nor against (a strict xpass is reported by pytest as failed).
                 counts[word] += int(number)
-            elif word in ("skipped", "xfailed", "xpassed"):
-                # Expected failures and unexpected passes do not count for or against.
-                counts["skipped"] += int(number)
         return TestCounts(**counts)
     return None
 
@@ -121,8 +120,10 @@ def _local(tag: object) -> str:
 
 def parse_junit_xml(text: str) -> TestCounts | None:
     """Counts from a JUnit XML report: every <testcase>, with a <failure> child failed, else with
-    an <error> child an error, else with a <skipped> child skipped, else passed (one outcome per
-    test case: a failing test whose teardown also errors is one failure). The suites' own
+    an <error> child an error, else with a <skipped> child skipped (xfailed where pytest marks it
+    type="pytest.xfail"), else passed (one outcome per test case: a failing test whose teardown
+    also errors is one failure; pytest writes a non-strict xpass as a plain pass, so a report
+    cannot tell it apart). The suites' own
     tests/failures attributes are not read: writers disagree on them.
 
     None when the text is not JUnit XML (not XML, or its root is neither <testsuites> nor
@@ -139,17 +140,18 @@ def parse_junit_xml(text: str) -> TestCounts | None:
         return None
     if _local(root.tag) not in ("testsuites", "testsuite"):
         return None
-    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0}
     for case in root.iter():
         if _local(case.tag) != "testcase":
             continue
-        children = {_local(child.tag) for child in case}
+        children = {_local(child.tag): child for child in case}
         if "failure" in children:
             counts["failed"] += 1
         elif "error" in children:
             counts["errors"] += 1
         elif "skipped" in children:
-            counts["skipped"] += 1
+            xfail = children["skipped"].get("type") == "pytest.xfail"
+            counts["xfailed" if xfail else "skipped"] += 1
         else:
             counts["passed"] += 1
     return TestCounts(**counts)

@@ -38,6 +38,9 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
         hint += f" (verdict {verdict.value}: add --force)"
     merge_hint = hint if ranked else None
     lines = [format_race_results(ranked, summary["task"], verdict, branches, merge_hint)]
+    counted = [(row["name"], _test_counts(row)) for row in summary["agents"]]
+    if any(text for _, text in counted):
+        lines += ["", "Tests:"] + [f"  {name}: {text}" for name, text in counted if text]
     errors = summary.get("errors") or {}
     if errors:
         lines += ["", "Not scored (the check could not run):"]
@@ -46,6 +49,20 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
     if notes:
         lines += ["", "Notes:"] + [f"  {name}: {note}" for name, note in notes]
     return "\n".join(lines)
+
+
+TEST_WORDS = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
+
+
+def _test_counts(row: dict[str, Any]) -> str:
+    """An agent's parsed test counts ("9 passed, 1 failed, 0 errors, 1 xfailed"): passed, failed
+    and errors always, skipped, xfailed and xpassed where there are any; "" where none parsed."""
+    tests = (row.get("measures") or {}).get("tests") or {}
+    counts = tests.get("counts") or {}
+    if not counts:
+        return ""
+    shown = [w for w in TEST_WORDS if w in TEST_WORDS[:3] or counts.get(w)]
+    return ", ".join(f"{counts.get(w, 0)} {w}" for w in shown)
 
 
 def format_board(name: str, entries: Sequence[LeaderboardEntry]) -> str:

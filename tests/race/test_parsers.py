@@ -44,7 +44,12 @@ def expected_counts(case: dict) -> TestCounts:
         return GO_PACKAGE_COUNTS[case["file"]]
     e = case["expected"]
     return TestCounts(
-        passed=e["passed"], failed=e["failed"], errors=e["errors"], skipped=e["skipped"]
+        passed=e["passed"],
+        failed=e["failed"],
+        errors=e["errors"],
+        skipped=e["skipped"],
+        xfailed=e.get("xfailed", 0),
+        xpassed=e.get("xpassed", 0),
     )
 
 

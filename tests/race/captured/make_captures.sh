@@ -258,8 +258,8 @@ EOF
 capture pytest_pass.txt pytest "$P/pass" "python3 -m pytest" \
   '{"passed": 7, "failed": 0, "skipped": 0, "errors": 0, "total": 7}' \
   "2 files: test_math.py (4 tests) + test_strings.py (3 tests), all pass."
-MIXED_EXP='{"passed": 4, "failed": 2, "skipped": 2, "errors": 1, "total": 7}'
-MIXED_NOTE="test_alpha.py: 2 pass, 1 fail (with captured print), 1 skip, 1 xfail; test_beta.py: 2 pass, 1 fail, 1 error in fixture setup. skipped=2 is 1 skipped + 1 xfailed; pytest reports '2 failed, 4 passed, 1 skipped, 1 xfailed, 1 error'."
+MIXED_EXP='{"passed": 4, "failed": 2, "skipped": 1, "xfailed": 1, "errors": 1, "total": 7}'
+MIXED_NOTE="test_alpha.py: 2 pass, 1 fail (with captured print), 1 skip, 1 xfail; test_beta.py: 2 pass, 1 fail, 1 error in fixture setup. skipped=1 and xfailed=1 (counted apart); pytest reports '2 failed, 4 passed, 1 skipped, 1 xfailed, 1 error'."
 capture pytest_mixed.txt pytest "$P/mixed" "python3 -m pytest" "$MIXED_EXP" "$MIXED_NOTE"
 capture pytest_mixed_quiet.txt pytest "$P/mixed" "python3 -m pytest -q" "$MIXED_EXP" "Same project as pytest_mixed.txt, -q. $MIXED_NOTE"
 capture pytest_mixed_verbose.txt pytest "$P/mixed" "python3 -m pytest -v" "$MIXED_EXP" "Same project as pytest_mixed.txt, -v (one PASSED/FAILED/SKIPPED/XFAIL/ERROR line per test). $MIXED_NOTE"
@@ -761,7 +761,7 @@ capture_report junit_pytest_pass.xml junit "$P/pass" "python3 -m pytest --junitx
   '{"passed": 7, "failed": 0, "skipped": 0, "errors": 0, "total": 7}' \
   "JUnit XML written by pytest for the project of pytest_pass.txt: 7 <testcase> elements, no child element."
 capture_report junit_pytest_mixed.xml junit "$P/mixed" "python3 -m pytest --junitxml=report.xml" report.xml \
-  '{"passed": 4, "failed": 2, "skipped": 2, "errors": 1, "total": 7}' \
+  '{"passed": 4, "failed": 2, "skipped": 1, "xfailed": 1, "errors": 1, "total": 7}' \
   "JUnit XML written by pytest for the project of pytest_mixed.txt. 9 <testcase>: 4 plain (pass); test_mul_wrong and test_split_wrong have <failure>; test_uses_broken has <error> (fixture setup); test_skipped has <skipped type=pytest.skip> and test_xfail <skipped type=pytest.xfail>."
 capture_report junit_pytest_collect_error.xml junit "$P/collect_error" "python3 -m pytest --junitxml=report.xml" report.xml \
   '{"passed": 0, "failed": 0, "skipped": 0, "errors": 1, "total": 1}' \
