@@ -518,7 +518,8 @@ def test_a_container_gone_meanwhile_is_replaced(sandbox, docker_workdir: Path):
 
 
 def test_a_race_check_starts_one_container(image, docker_engine, no_leftovers, tmp_path):
-    """Build, tests and lint of a check: one container, started once."""
+    """Build and tests of a check: one container, started once; the lint gets one of its own,
+    whose mounts make the committed paths read-only (a container's mounts are fixed)."""
     from tests.race.projects import make_python_repo
 
     repo = make_python_repo(tmp_path / "repo")
@@ -549,7 +550,10 @@ def test_a_race_check_starts_one_container(image, docker_engine, no_leftovers, t
     )
     assert result.build and result.build.exit_code == 0, result
     assert result.tests and result.lint and result.lint.output_tail == "1\n"
-    assert len(started) == 1
+    assert len(started) == 2
+    read_only = [m["Target"] for m in started[1]["mounts"] if m["ReadOnly"]]
+    assert not any(m["ReadOnly"] for m in started[0]["mounts"][:1])
+    assert {Path(t).name for t in read_only} >= {"calc", ".git"}
 
 
 def test_the_engine_mounts_its_own_path_of_the_workdir(sandbox, image, docker_engine, tmp_path):

@@ -6,10 +6,11 @@ every agent, so the reducer scores once every check is in (scoring/race.py).
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -104,6 +105,29 @@ class PythonEnvironment(BaseModel):
     setup_command: str | None = None
 
 
+# `ruff check` (also `python -m ruff check`, `.venv/bin/ruff check`), not `myruff check`.
+_RUFF_CHECK = re.compile(r"(?<![\w.-])(ruff\s+check)(?=\s|$|;|&|\|)")
+_FIX_MODE = re.compile(r"\s--(?:no-)?fix(?:-only)?(?=\s|=|$)|\s--diff(?=\s|$)")
+
+
+def without_fixes(command: str) -> str:
+    """The lint command with ruff's no-fix mode (`ruff check --no-fix`): a `fix = true` in the
+    repository's config would otherwise fix the checkout and report only what remains (and
+    where the committed files are read-only, report E902 for a top-level file it could not
+    write instead of its findings). A command that names a fix mode itself (`--fix`, `--no-fix`, `--fix-only`,
+    `--diff`) is kept as written."""
+    if _FIX_MODE.search(command):
+        return command
+    return _RUFF_CHECK.sub(r"\1 --no-fix", command)
+
+
+def committed_paths(workdir: Path, commit: str) -> list[str]:
+    """The top-level paths of `commit`'s tree (what the lint must see as committed); what the
+    build and tests made beside them (caches, `target/`) stays writable."""
+    names = git("ls-tree", "-z", "--name-only", commit, cwd=workdir).split("\0")
+    return [name for name in names if name and name != ".git"]
+
+
 def forget_credentials(workdir: Path, repo: str) -> None:
     """A repository URL with a user or password is kept by the clone in .git/config, which the
     commands can read: the checkout forgets its origin (everything is checked out by now)."""
@@ -117,8 +141,9 @@ def _run(
     command: str,
     commands: CheckCommands,
     echo: Callable[[str], None],
+    read_only: Sequence[str] = (),
 ) -> CommandResult:
-    done = session.run(command, commands.timeout_s)
+    done = session.run(command, commands.timeout_s, read_only=read_only)
     status = "timed out" if done.timed_out else f"exit {done.exit_code}"
     echo(f"== {which}: {command} ({status}, {done.duration_s:.2f}s)")
     echo(done.output.rstrip("\n"))
@@ -282,7 +307,11 @@ def _measure_in(
         done = _run(session, "tests", commands.tests, commands, echo)
         result.tests = _tests(done, workdir, commands)
     if commands.lint:
-        done = _run(session, "lint", commands.lint, commands, echo)
+        # The linter reads what was committed: the committed paths are read-only to it, and
+        # ruff, which would fix them under a `fix = true` config, runs in its no-fix mode.
+        committed = committed_paths(workdir, result.commit)
+        lint = without_fixes(commands.lint)
+        done = _run(session, "lint", lint, commands, echo, committed)
         report = parse_lint_output(done.output, done.exit_code or 0, commands.linter)
         result.lint = LintRun.model_validate(
             {**_fields(done), "linter": report.linter, "counts": report.counts}

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
@@ -143,11 +143,14 @@ class Sandbox(ABC):
         env: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        read_only: Sequence[str] = (),
     ) -> CommandResult:
         """Run `/bin/sh -c command` in `workdir` with at most `timeout_s` of wall time.
 
         `env` is the base environment (default: the worker's), scrubbed either way by
-        `scrubbed_environment`; `limits` None means `SandboxLimits()` (the defaults)."""
+        `scrubbed_environment`; `limits` None means `SandboxLimits()` (the defaults).
+        `read_only`: paths in `workdir` (relative) this command cannot change (a race's lint
+        sees the committed files so); not enforced unjailed (`LocalSandbox(jail=False)`)."""
 
     def unavailable(self) -> str | None:
         """Why this sandbox cannot run untrusted commands here (each `run` then returns it as
@@ -182,6 +185,7 @@ class SandboxSession(ABC):
         timeout_s: float,
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        read_only: Sequence[str] = (),
     ) -> CommandResult:
         """As `Sandbox.run`, in the session's work dir under its limits. After it returns,
         nothing the command started runs."""
@@ -214,6 +218,7 @@ class CommandSession(SandboxSession):
         timeout_s: float,
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        read_only: Sequence[str] = (),
     ) -> CommandResult:
         return self.sandbox.run(
             command,
@@ -222,6 +227,7 @@ class CommandSession(SandboxSession):
             env=env,
             limits=self.limits,
             max_output_bytes=max_output_bytes,
+            read_only=read_only,
         )
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -109,20 +109,26 @@ class DockerSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        read_only: Sequence[str] = (),
     ) -> CommandResult:
         """A session of one command: nothing of it runs once this returns, and the engine
         removes its container a moment later."""
         budget = timeout_s if not math.isnan(timeout_s) else None
         with self.session(workdir, limits, budget_s=budget) as session:
-            return session.run(command, timeout_s, env, max_output_bytes)
+            return session.run(command, timeout_s, env, max_output_bytes, read_only)
 
     def container_options(
-        self, workdir: Path, source: str, limits: SandboxLimits, deadline: float
+        self,
+        workdir: Path,
+        source: str,
+        limits: SandboxLimits,
+        deadline: float,
+        read_only: Sequence[str] = (),
     ) -> dict[str, Any]:
         """`containers.create` keyword arguments for a session's container: its init and a
         keeper (`sleep` until the deadline) as `keeper_uid()`, commands come by `exec`. The work
         dir (`source` on the engine's host) is mounted at the worker's own path for it: paths
-        in the output read as on the worker."""
+        in the output read as on the worker; the paths in `read_only` (relative) read-only."""
         from docker.types import LogConfig  # here: only workers that use Docker need the engine
 
         inside = str(workdir.resolve())
@@ -138,7 +144,7 @@ class DockerSandbox(Sandbox):
             "command": [str(max(keep, 1))],
             "user": f"{uid}:{uid}",
             "working_dir": "/",
-            "mounts": work_mounts(workdir, inside, source),
+            "mounts": work_mounts(workdir, inside, source, read_only),
             "labels": owner_labels("command", deadline),
             "network_mode": self.network_mode if limits.network else "none",
             "ulimits": ulimits(limits),  # the exec'd commands inherit them
@@ -171,6 +177,7 @@ class DockerSession(SandboxSession):
         self.container: Any = None
         self.deadline = 0.0  # the container's label deadline
         self.unset: list[str] | None = None  # the image's variables to drop, once known
+        self.read_only: tuple[str, ...] = ()  # what the container's mounts make read-only
         self.closed = False
 
     def run(
@@ -179,6 +186,7 @@ class DockerSession(SandboxSession):
         timeout_s: float,
         env: Mapping[str, str] | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        read_only: Sequence[str] = (),
     ) -> CommandResult:
         if self.closed:
             raise RuntimeError("this sandbox session is closed")
@@ -209,7 +217,7 @@ class DockerSession(SandboxSession):
             source = host_path(self.workdir, self.sandbox.work_dir, self.sandbox.host_work_dir)
         except ValueError as exc:  # a workdir outside the folder shared with the engine's host
             return result(None, False, str(exc))
-        return result(*self._outcome(command, source, timeout_s, env, cap))
+        return result(*self._outcome(command, source, timeout_s, env, cap, tuple(read_only)))
 
     def _outcome(
         self,
@@ -218,13 +226,16 @@ class DockerSession(SandboxSession):
         timeout_s: float,
         env: Mapping[str, str] | None,
         cap: OutputCap,
+        read_only: tuple[str, ...] = (),
     ) -> tuple[int | None, bool, str | None, bool]:
         """Run the command: (exit code, timed out, error, infrastructure) for its result."""
         import docker.errors  # here: the Docker SDK is imported only where a sandbox runs
 
         try:
             try:
-                code, timed_out, oom = self._command(command, source, timeout_s, env, cap)
+                code, timed_out, oom = self._command(
+                    command, source, timeout_s, env, cap, read_only
+                )
             except BaseException:
                 # The first failure is the one to report (or a KeyboardInterrupt to re-raise); an
                 # engine gone meanwhile leaves the container to the next worker's reap_orphans.
@@ -270,6 +281,7 @@ class DockerSession(SandboxSession):
         timeout_s: float,
         env: Mapping[str, str] | None,
         cap: OutputCap,
+        read_only: tuple[str, ...] = (),
     ) -> tuple[int, bool, bool]:
         """Run one command in the session's container: (exit code, timed out, OOM-killed)."""
         import docker.errors  # here: only workers that use Docker need the engine
@@ -277,7 +289,7 @@ class DockerSession(SandboxSession):
         client = self.sandbox.engine()
         if self.unset is None:
             self.unset = image_scrubbed(client.images.get(self.sandbox.image))
-        fresh = self._ensure(client, source, timeout_s)
+        fresh = self._ensure(client, source, timeout_s, read_only)
         try:
             exec_id = self._exec(client, command, env)
         except docker.errors.APIError as exc:
@@ -285,20 +297,31 @@ class DockerSession(SandboxSession):
             if fresh or not gone:
                 raise
             self._discard()  # stopped meanwhile (the OOM killer chose its keeper): a fresh one
-            self._ensure(client, source, timeout_s)
+            self._ensure(client, source, timeout_s, read_only)
             exec_id = self._exec(client, command, env)
         return follow(client, exec_id, timeout_s, cap, self.container, self._discard)
 
-    def _ensure(self, client: docker.DockerClient, source: str, timeout_s: float) -> bool:
+    def _ensure(
+        self,
+        client: docker.DockerClient,
+        source: str,
+        timeout_s: float,
+        read_only: tuple[str, ...] = (),
+    ) -> bool:
         """Start a container unless the session's own is labelled for long enough to run a
-        command of `timeout_s`; whether one was started."""
+        command of `timeout_s` and mounts the same paths read-only (mounts are fixed when a
+        container starts: a race's lint gets a container of its own); whether one started."""
         needed = time.time() + timeout_s + LABEL_GRACE_S
-        if self.container is not None and needed <= self.deadline:
+        same = read_only == self.read_only
+        if self.container is not None and needed <= self.deadline and same:
             return False
         self._discard()
         deadline = max(needed, self.ends + LABEL_GRACE_S)
-        options = self.sandbox.container_options(self.workdir, source, self.limits, deadline)
+        options = self.sandbox.container_options(
+            self.workdir, source, self.limits, deadline, read_only
+        )
         self.container, self.deadline = client.containers.create(**options), deadline
+        self.read_only = read_only
         self.container.start()
         return True
 
@@ -325,15 +348,25 @@ class DockerSession(SandboxSession):
             remove_quietly(container)
 
 
-def work_mounts(workdir: Path, inside: str, source: str) -> list[Any]:
+def work_mounts(
+    workdir: Path, inside: str, source: str, read_only: Sequence[str] = ()
+) -> list[Any]:
     """The work dir at the worker's own path, read-write. Mounts, not `volumes` binds: a source
     missing on the engine's host (a wrong host_work_dir) is an error, not an empty folder the
     engine makes there. A checkout's .git read-only: a local clone hard-links the source
     repository's object files, so writing them would rewrite the source (as locally)."""
     from docker.types import Mount  # here: only workers that use Docker need the engine
 
-    mounts = [Mount(target=inside, source=source, type="bind", read_only=False)]
+    whole = any(name in ("", ".") for name in read_only)
+    mounts = [Mount(target=inside, source=source, type="bind", read_only=whole)]
     if (workdir / ".git").is_dir():
         git = Mount(target=f"{inside}/.git", source=f"{source}/.git", type="bind", read_only=True)
         mounts.append(git)
+    for name in read_only:  # over the work dir's own mount, as a path of it
+        path = workdir / name
+        if name in ("", ".", ".git") or path.is_symlink() or not path.exists():
+            continue
+        mounts.append(
+            Mount(target=f"{inside}/{name}", source=f"{source}/{name}", type="bind", read_only=True)
+        )
     return mounts

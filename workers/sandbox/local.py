@@ -132,6 +132,7 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         limits: SandboxLimits | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        read_only: Sequence[str] = (),
     ) -> CommandResult:
         limits = limits or SandboxLimits()
         started = time.monotonic()
@@ -169,7 +170,7 @@ class LocalSandbox(Sandbox):
         filter_fd = seccomp.jail_filter()
         try:
             caps = _words([limits.processes, limits.memory_mb, limits.disk_mb])
-            jail = self._jail(command, folder, env, limits, filter_fd)
+            jail = self._jail(command, folder, env, limits, filter_fd, read_only)
             argv = ["jail", *options, *caps, str(folder), "--", *jail]
             # The helper's environment is empty: bwrap would carry it into the jail's init.
             return self._run(
@@ -186,8 +187,12 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None,
         limits: SandboxLimits,
         filter_fd: int | None,
+        read_only: Sequence[str] = (),
     ) -> list[str]:
         readonly = [folder / name for name in self.readonly]
+        # Bound read-only as they are, files too; a link is left out (a bind would follow it).
+        readonly_paths = [folder / name for name in read_only]
+        readonly += [p for p in readonly_paths if p.exists() and not p.is_symlink()]
         interpreter = bwrap.python_paths()
         jailed_env = jail_environment(env)
         writable: list[Path] = []
@@ -198,7 +203,7 @@ class LocalSandbox(Sandbox):
             jailed_env = in_python_env(jailed_env, self.python_env, folder)
             writable = [self.python_env] if self.python_env_writable else []
         readable = [*interpreter, *toolchains().folders, *self.readable]
-        readable += [p for p in readonly if p.is_dir() and not p.is_symlink()]
+        readable += [p for p in readonly if p.exists() and not p.is_symlink()]
         jail = bwrap.Jail(
             workdir=folder,
             writable=writable,
