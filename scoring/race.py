@@ -220,18 +220,41 @@ def tied_at_top(ranked: Sequence[ScoredAgent]) -> list[str]:
     return [r.name for r in ranked if format_composite(r.composite) == best]
 
 
-def race_verdict(ranked: Sequence[ScoredAgent], thresholds: Thresholds | None = None) -> Verdict:
-    """Winner >= auto_merge_minimum: auto-merge, unless tied at the top (review: a person picks);
-    winner < fail_maximum: all failed; else review."""
+def race_verdict(
+    ranked: Sequence[ScoredAgent],
+    thresholds: Thresholds | None = None,
+    unchecked: Collection[str] = (),
+) -> Verdict:
+    """Winner >= auto_merge_minimum: auto-merge, unless held for review (review_reason: a tie
+    at the top, or an agent in `unchecked`, whose check could not run); winner < fail_maximum:
+    all failed; else review."""
     limits = thresholds or Thresholds()
     if not ranked:
         return Verdict.ALL_FAILED
     best = ranked[0].composite
     if best >= limits.auto_merge_minimum:
-        return Verdict.REVIEW if len(tied_at_top(ranked)) > 1 else Verdict.AUTO_MERGE
+        held = review_reason(ranked, limits, unchecked) is not None
+        return Verdict.REVIEW if held else Verdict.AUTO_MERGE
     if best < limits.fail_maximum:
         return Verdict.ALL_FAILED
     return Verdict.REVIEW
+
+
+def review_reason(
+    ranked: Sequence[ScoredAgent], thresholds: Thresholds, unchecked: Collection[str] = ()
+) -> str | None:
+    """Why a winner at or above auto_merge_minimum is not auto-merged: a tie at the top (no
+    name order may pick), or agents that could not be checked (a branch nobody scored might
+    have won: a person looks). None when nothing holds it back."""
+    if not ranked or ranked[0].composite < thresholds.auto_merge_minimum:
+        return None
+    reasons = []
+    tied = tied_at_top(ranked)
+    if len(tied) > 1:
+        reasons.append(f"{', '.join(tied)} tie at the top")
+    if unchecked:
+        reasons.append(f"{', '.join(unchecked)} could not be checked")
+    return "; ".join(reasons) or None
 
 
 class RaceOutcome(StrictModel):
@@ -241,6 +264,8 @@ class RaceOutcome(StrictModel):
     measured: list[DimensionName]
     agents: list[ScoredAgent]
     tied: list[str] = Field(default_factory=list)  # the agents tied at the top, when several
+    unchecked: list[str] = Field(default_factory=list)  # whose checks could not run
+    review_reason: str | None = None  # why a winner above auto_merge_minimum is held back
 
 
 def race_outcome(
@@ -248,16 +273,19 @@ def race_outcome(
     measured: list[DimensionName],
     scored: Sequence[AgentScore],
     thresholds: Thresholds,
+    unchecked: Sequence[str] = (),
 ) -> RaceOutcome:
     ranked = rank_agents(scored)
     tied = tied_at_top(ranked)
     return RaceOutcome(
         task=task,
-        verdict=race_verdict(ranked, thresholds),
+        verdict=race_verdict(ranked, thresholds, unchecked),
         winner=ranked[0].name if len(tied) == 1 else None,
         measured=measured,
         agents=ranked,
         tied=tied if len(tied) > 1 else [],
+        unchecked=list(unchecked),
+        review_reason=review_reason(ranked, thresholds, unchecked),
     )
 
 
@@ -301,6 +329,7 @@ def format_race_results(
     verdict: Verdict | None = None,
     branches: Mapping[str, str] | None = None,
     merge_hint: str | None = None,
+    review_reason: str | None = None,
 ) -> str:
     """The rubric's CLI layout: one aligned row per agent (an unmeasured dimension, or tests and
     lint after a failed build, show '--'), the winner (with its branch when known), the merge
@@ -334,7 +363,8 @@ def format_race_results(
         if merge_hint:
             lines.append(merge_hint)
     if verdict is not None:
-        lines.append(f"Verdict: {verdict.value}")
+        why = f" ({review_reason})" if review_reason and verdict is Verdict.REVIEW else ""
+        lines.append(f"Verdict: {verdict.value}{why}")
     notes = [f"  {r.name}: {note}" for r in ranked for note in r.notes]
     if notes:
         lines += ["", "Notes:", *notes]

@@ -74,6 +74,9 @@ class RaceMeasures(StrictModel):
     configured: CommandsConfigured = CommandsConfigured()
     baseline: BaselineMeasures = BaselineMeasures()
     agents: Annotated[list[AgentMeasures], Field(min_length=1)]
+    # The agents (and the baseline) whose checks could not run: none of them is ranked, and the
+    # race is never auto-merged (a branch nobody scored might have won).
+    unchecked: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _unique_names(self) -> RaceMeasures:
@@ -81,6 +84,9 @@ class RaceMeasures(StrictModel):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"agents: duplicate agent names {duplicates}")
+        both = sorted(set(names) & set(self.unchecked))
+        if both:
+            raise ValueError(f"unchecked: {both} are measured agents (their checks ran)")
         return self
 
 
@@ -179,4 +185,4 @@ def score_race(measures: RaceMeasures) -> RaceOutcome:
         composite = calculate_composite(scores, measures.weights, dims)
         notes += rule_notes
         scored.append(AgentScore(name=agent.name, scores=scores, composite=composite, notes=notes))
-    return race_outcome(measures.task, dims, scored, measures.thresholds)
+    return race_outcome(measures.task, dims, scored, measures.thresholds, measures.unchecked)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from arena.cli.terminal import JSON_HELP, OUTPUT_PATH, exit_for, print_json, run_and_show, show_logs
 from arena.service import batches, cluster, races
+from arena.service.race_input import ScoringFlags
 from arena.service.reports import check_output_path, write_report
 from tasks.redact import redact_text
 from tasks.settings import load_settings
@@ -18,10 +21,42 @@ from tasks.workloads.race_spec import BASELINE
 from tasks.workloads.race_view import format_results
 
 
+def scoring_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The scoring block as flags (over the spec's block or the base's hydra.toml)."""
+    for option in reversed(
+        (
+            click.option("--build-command", metavar="CMD", help="The build command."),
+            click.option("--test-command", metavar="CMD", help="The test command."),
+            click.option("--lint-command", metavar="CMD", help="The lint command."),
+            click.option(
+                "--timeout", type=float, metavar="SECONDS", help="Each command's time limit."
+            ),
+            click.option(
+                "--weight",
+                "weights",
+                multiple=True,
+                metavar="DIM=W",
+                help="A dimension's weight (build, tests, lint, diff_size, speed).",
+            ),
+            click.option(
+                "--duration",
+                "durations",
+                multiple=True,
+                metavar="NAME=SECONDS",
+                help="How long an agent took (speed: give one for every agent).",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
 @click.command("run")
 @click.argument("spec", metavar="[SPEC]", required=False)
 @click.option(
-    "--repo", help="The repository (its hydra.toml gives the scoring when SPEC has none)."
+    "--repo",
+    help="The repository, relative to the current directory (its hydra.toml gives the scoring "
+    "when SPEC has none; the flags below override either).",
 )
 @click.option("--task", help="What the agents were asked to do.")
 @click.option("--base", help="The base ref (default: main).")
@@ -31,6 +66,7 @@ from tasks.workloads.race_view import format_results
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.option("--run-id", help="A label to find this race again.")
 @OUTPUT_PATH
+@scoring_options
 def run_command(
     spec: str | None,
     repo: str | None,
@@ -42,6 +78,7 @@ def run_command(
     as_json: bool,
     run_id: str | None,
     output_path: Path | None,
+    **scoring: Any,
 ) -> None:
     """Check every agent's branch (and the base), score and rank them as the race scoring
     engine describes, and print the results."""
@@ -50,7 +87,8 @@ def run_command(
     target = check_output_path(output_path) if output_path else None
     if spec is None and repo is None:
         raise InputError("race: give a SPEC file or --repo PATH (with --task and --agent)")
-    data = races.race_spec(spec, repo, task, base, list(agents))
+    flags = ScoringFlags(**scoring)
+    data = races.race_spec(spec, repo, task, base, list(agents), flags)
     batch = validate_batch(data, asker="operator")
     finished = run_and_show(batch, fresh, workers, as_json, run_id=run_id, show_boards=False)
     if target:

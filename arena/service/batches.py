@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from arena.service.cluster import log_folder
+from arena.service.race_input import anchor_repo
 from arena.service.reports import Report, in_process_report, report_from_store, write_logs
 from tasks.execute import execute_batch
 from tasks.liveness import waiting_on_lost_workers
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
 
 
 def load_batch(path: str, asker: Asker = "operator") -> ValidatedBatch:
-    """A spec file validated and identified (the CLI's user is the operator). Every problem
-    with the file itself is one InputError line naming it (tasks/spec.py)."""
-    return validate_batch(load_spec_file(path), asker=asker)
+    """A spec file validated and identified (the CLI's user is the operator; a race's relative
+    `repo:` is relative to the file's folder). Every problem with the file itself is one
+    InputError line naming it (tasks/spec.py)."""
+    return validate_batch(anchor_repo(load_spec_file(path), path), asker=asker)
 
 
 def check_run_id(run_id: str | None) -> str | None:

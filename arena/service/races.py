@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from arena.service.race_input import ScoringFlags, anchor_repo
 from tasks.repo_policy import Asker
 from tasks.spec import load_spec_file
 from tasks.store import BatchInfo, Store
@@ -17,15 +18,21 @@ from workers.race.merge import merge_into
 
 
 def race_spec(
-    spec: str | None, repo: str | None, task: str | None, base: str | None, agents: list[str]
+    spec: str | None,
+    repo: str | None,
+    task: str | None,
+    base: str | None,
+    agents: list[str],
+    flags: ScoringFlags | None = None,
 ) -> dict[str, Any]:
-    """A spec file, with --repo/--task/--base/--agent given on the command line on top."""
+    """A spec file (a relative `repo:` in it is relative to its folder), with --repo (relative
+    to the current directory), --task, --base, --agent and the scoring flags on top."""
     data: dict[str, Any] = {"workload": "race"}
     if spec is not None:
         loaded = load_spec_file(spec)
         if not isinstance(loaded, dict):
             raise InputError(f"{spec}: expected a mapping (workload, task, repo, agents, ...)")
-        data = loaded
+        data = anchor_repo(loaded, spec)
     if data.get("workload", "race") != "race":
         raise InputError(f"workload: {spec} is a {data.get('workload')!r} spec, not a race")
     for key, value in (("repo", repo), ("task", task), ("base", base)):
@@ -37,6 +44,8 @@ def race_spec(
             raise InputError(f"--agent: {given!r} is not NAME=BRANCH")
         data.setdefault("agents", []).append({"name": name, "branch": branch})
     data.setdefault("workload", "race")
+    if flags is not None:
+        flags.apply(data)
     return data
 
 
@@ -86,9 +95,11 @@ def _winner(batch_id: str, summary: dict[str, Any], force: bool) -> dict[str, An
     if winner is None:
         raise RunFailed(f"race {batch_id} has no winner: nothing to merge")
     if summary["verdict"] != "auto-merge" and not force:
+        reason = summary.get("review_reason")
         raise RunFailed(
             f"race {batch_id}: verdict {summary['verdict']} (winner "
-            f"{winner['composite']:.1f}); merge anyway with --force"
+            f"{winner['composite']:.1f}{f': {reason}' if reason else ''}); merge anyway with "
+            "--force"
         )
     return winner
 

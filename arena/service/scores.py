@@ -65,6 +65,7 @@ def _race(data: Any) -> tuple[str, dict[str, Any]]:
         "verdict": outcome.verdict.value,
         "winner": outcome.winner,
         "tied": outcome.tied,
+        "review_reason": outcome.review_reason,
         "measured": outcome.measured,
         "agents": [
             {
@@ -78,7 +79,9 @@ def _race(data: Any) -> tuple[str, dict[str, Any]]:
             for r in outcome.agents
         ],
     }
-    text = race.format_race_results(outcome.agents, outcome.task, outcome.verdict)
+    text = race.format_race_results(
+        outcome.agents, outcome.task, outcome.verdict, review_reason=outcome.review_reason
+    )
     return text, payload
 
 

@@ -42,7 +42,7 @@ from tasks.workloads.race_spec import (
     checked_ref,
 )
 from tasks.workloads.race_view import format_board
-from workers.fingerprint import AgentFingerprint, commit_fingerprint, unversioned_fingerprint
+from workers.fingerprint import AgentFingerprint, commit_fingerprint
 from workers.race.check import CheckCommands, PythonEnvironment, run_check
 from workers.race.git import GitError, resolve_commit
 from workers.sandbox import Sandbox, SandboxLimits
@@ -134,20 +134,26 @@ class RaceWorkload(Workload):
         self, agents: list[Any], items: list[Any], params: Any
     ) -> dict[str, AgentFingerprint]:
         """Each branch is the commit it names at submission (a branch that moves is a new
-        race); the baseline is the base's commit. A ref that cannot be resolved here is
-        checked on the worker, where it becomes that agent's error result."""
+        race); the baseline is the base's commit. Everything the race names is checked here,
+        before anything is stored or run: a repository git cannot read, or a base or branch
+        that names no commit, is refused naming the field (docs/race.md, "Errors")."""
         item: RaceItem = items[0]
+        refs = [("base", BASELINE, item.base)] + [
+            (f"agents[{i}].branch", a.name, a.branch) for i, a in enumerate(agents)
+        ]
         found = {}
-        for key, ref in [(a.name, a.branch) for a in agents] + [(BASELINE, item.base)]:
+        for field, key, ref in refs:
             try:
                 commit = resolve_commit(item.repo, ref)
-            except GitError as exc:
-                found[key] = unversioned_fingerprint(f"not resolved at submission: {exc}")
-                continue
+            except GitError:  # the policy admitted it; git still cannot read it (a URL)
+                raise InputError(
+                    f"repo: git could not read the repository (to resolve {field} {ref!r})"
+                ) from None
             if commit is None:
-                found[key] = unversioned_fingerprint(f"{ref!r} not found in {item.repo}")
-            else:
-                found[key] = commit_fingerprint(commit, f"{ref} at {commit[:12]}")
+                raise InputError(
+                    f"{field}: {ref!r} is not a branch, tag or commit of the repository"
+                )
+            found[key] = commit_fingerprint(commit, f"{ref} at {commit[:12]}")
         return found
 
     def expand(self, batch: ValidatedBatch) -> list[Unit]:

@@ -8,16 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from tasks.validation import InputError
-from workers.race.git import GitError, is_local, read_file
+from workers.race.git import GitError, is_local, read_file, resolve_commit
 
 CONFIG_FILE = "hydra.toml"
 
 
-def read_hydra_toml(repo: str, base: str) -> dict[str, Any]:
+def read_hydra_toml(repo: str, base: str, *, required: bool = True) -> dict[str, Any]:
     """The [scoring] table of hydra.toml on `base` of `repo`, a local repository the asker may
-    name (tasks/repo_policy.py has admitted it); give a URL's race a `scoring` block."""
+    name (tasks/repo_policy.py has admitted it); give a URL's race a `scoring` block.
+    `required=False` (command-line flags give the scoring): no hydra.toml, or a URL, is {}."""
     where = f"{repo} ({base})"
     if not is_local(repo):
+        if not required:
+            return {}
         raise InputError(
             f"scoring: give a scoring block (hydra.toml is read only from a local "
             f"repository, not {repo})"
@@ -25,6 +28,12 @@ def read_hydra_toml(repo: str, base: str) -> dict[str, Any]:
     try:
         text = read_file(Path(repo), base, CONFIG_FILE)
     except GitError as exc:
+        if _missing(repo, base):  # the base itself: say that
+            raise InputError(
+                f"base: {base!r} is not a branch, tag or commit of the repository"
+            ) from None
+        if not required:
+            return {}
         raise InputError(
             f"scoring: no scoring block in the spec, and no {CONFIG_FILE} on {where} "
             f"({' '.join(str(exc).split())[:200]})"
@@ -37,3 +46,10 @@ def read_hydra_toml(repo: str, base: str) -> dict[str, Any]:
     if not isinstance(scoring, dict):
         raise InputError(f"{CONFIG_FILE} on {where}: no [scoring] table")
     return scoring
+
+
+def _missing(repo: str, ref: str) -> bool:
+    try:
+        return resolve_commit(repo, ref) is None
+    except GitError:
+        return False  # the repository itself: refused when the refs are resolved

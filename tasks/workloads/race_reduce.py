@@ -53,10 +53,14 @@ def agent_measures(
 
 
 def score_measures(
-    item: RaceItem, params: RaceParams, base_raw: dict[str, Any], measures: list[AgentMeasures]
+    item: RaceItem,
+    params: RaceParams,
+    base_raw: dict[str, Any],
+    measures: list[AgentMeasures],
+    unchecked: list[str],
 ) -> RaceOutcome:
     """The race scored (scoring.race_measures.score_race) against the baseline's tests and
-    lint."""
+    lint; `unchecked`: the checks that could not run (the race is then never auto-merged)."""
     return score_race(
         RaceMeasures(
             task=item.task,
@@ -68,6 +72,7 @@ def score_measures(
                 lint=_outcome(base_raw.get("lint"), LintOutcome),
             ),
             agents=measures,
+            unchecked=unchecked,
         )
     )
 
@@ -83,9 +88,10 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
     base_raw = baseline.result if baseline is not None and base_ok else {}
     measures = agent_measures(agents, by_agent)
     errors = {r.agent: r.reason or "error" for r in results if r.status == "error"}
+    unchecked = sorted(errors)  # the baseline as @baseline: no agent name starts with @
     outcome = None
     if measures:
-        outcome = score_measures(item, batch.params, base_raw, measures)
+        outcome = score_measures(item, batch.params, base_raw, measures, unchecked)
     measured = {m.name: m.model_dump(mode="json", exclude={"name"}) for m in measures}
     ranked = [
         {
@@ -105,6 +111,7 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
         "winner": outcome.winner if outcome else None,
         "winner_branch": agents[outcome.winner].branch if outcome and outcome.winner else None,
         "tied": list(outcome.tied) if outcome else [],
+        "review_reason": outcome.review_reason if outcome else None,
         "measured": list(outcome.measured) if outcome else [],
         "agents": ranked,
         "errors": errors,

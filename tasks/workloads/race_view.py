@@ -37,7 +37,8 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
     if verdict is not Verdict.AUTO_MERGE:
         hint += f" (verdict {verdict.value}: add --force)"
     merge_hint = hint if ranked else None
-    lines = [format_race_results(ranked, summary["task"], verdict, branches, merge_hint)]
+    reason = summary.get("review_reason")
+    lines = [format_race_results(ranked, summary["task"], verdict, branches, merge_hint, reason)]
     counted = [(row["name"], _test_counts(row)) for row in summary["agents"]]
     if any(text for _, text in counted):
         lines += ["", "Tests:"] + [f"  {name}: {text}" for name, text in counted if text]

@@ -99,11 +99,20 @@ def test_a_python_race_on_the_embedded_cluster(python_repo, tmp_path: Path):
         "agents": agents,
     }
     ran, env = race_run(spec, tmp_path)
-    # A branch that does not exist is that agent's error: the batch ends with errors (exit 1),
-    # and the race is reduced without it.
-    assert ran.returncode == 1, ran.stderr
+    # A branch that does not exist is refused at submission: one line naming it, nothing run
+    # or stored (issue 22: before, it was an error unit and the race was still auto-merged).
+    assert ran.returncode == 2, ran.stderr
+    index = len(agents) - 1
+    assert ran.stderr.strip() == (
+        f"arena: error: agents[{index}].branch: 'nope' is not a branch, tag or commit of the "
+        "repository"
+    )
+    assert not (tmp_path / "data").exists()
+    spec["agents"] = agents[:-1]
+    ran, env = race_run(spec, tmp_path)
+    assert ran.returncode == 0, ran.stderr
     result = json.loads(ran.stdout)
-    assert "ghost" in result["errors"] and "not found" in result["errors"]["ghost"]
+    assert result["errors"] == {} and result["review_reason"] is None
     assert result["verdict"] == "auto-merge" and result["winner"] == "clean"
     got = {a["name"]: a for a in result["agents"]}
     assert set(got) == set(PY_ORDER)
@@ -140,7 +149,6 @@ def test_a_python_race_on_the_embedded_cluster(python_repo, tmp_path: Path):
     assert "[BUILD: ✗] [TESTS: --] [LINT: --] [DIFF: 100] [SPEED: 29]" in " ".join(broken.split())
     assert "Winner: clean (branch: clean)" in shown.stdout
     assert f"arena race merge {result['batch_id']}" in shown.stdout
-    assert "ghost" in shown.stdout
 
     # The race's board, in the same layout, ranked the same way.
     (board,) = arena("leaderboard", env=env).stdout.split()
