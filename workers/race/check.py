@@ -114,8 +114,8 @@ def without_fixes(command: str) -> str:
     """The lint command with ruff's no-fix mode (`ruff check --no-fix`): a `fix = true` in the
     repository's config would otherwise fix the checkout and report only what remains (and
     where the committed files are read-only, report E902 for a top-level file it could not
-    write instead of its findings). A command that names a fix mode itself (`--fix`, `--no-fix`, `--fix-only`,
-    `--diff`) is kept as written."""
+    write instead of its findings). A command that names a fix mode itself (`--fix`,
+    `--no-fix`, `--fix-only`, `--diff`) is kept as written."""
     if _FIX_MODE.search(command):
         return command
     return _RUFF_CHECK.sub(r"\1 --no-fix", command)
