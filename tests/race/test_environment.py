@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.needs import require_bwrap, unavailable
 from tests.race.projects import git
-from workers.race.check import CheckCommands, PythonEnvironment, run_check
+from workers.race.check import CheckCommands, CheckError, PythonEnvironment, run_check
 from workers.race.environment import declared_requirements, environment_key
 from workers.sandbox.local import LocalSandbox
 
@@ -143,3 +144,25 @@ def test_with_the_workers_environment_arena_shadows_the_project(repo: Path, tmp_
     assert (
         os.path.dirname(importlib.util.find_spec("markupsafe").origin or "") in build["output_tail"]
     )
+
+
+def test_an_environment_that_cannot_be_built_says_why_once(
+    repo: Path, wheels: Path, tmp_path: Path
+) -> None:
+    """A requirement with no wheel: the check is an error naming it; the race's next check of
+    the same declarations fails at once with the same reason instead of building again."""
+    require_bwrap()
+    text = (
+        (repo / "pyproject.toml").read_text().replace('test = ["pytest"]', 'test = ["nosuch-pkg"]')
+    )
+    commit(repo, {"pyproject.toml": text}, "a requirement nobody has")
+    envs = tmp_path / "envs"
+    with pytest.raises(
+        CheckError, match=r"environment: installing the requirements failed.*nosuch"
+    ):
+        check(repo, "main", envs, tmp_path)
+    started = time.perf_counter()
+    with pytest.raises(CheckError, match="this environment's build failed"):
+        check(repo, "main", envs, tmp_path)
+    assert time.perf_counter() - started < 5
+    assert not any((p / ".arena-ready").exists() for p in envs.iterdir() if p.is_dir())

@@ -33,6 +33,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 READY = ".arena-ready"  # written last: an environment without it is a build that did not finish
+# A build that failed is remembered this long: the race's other checks of the same declarations
+# fail at once with its reason instead of building again (a later race tries anew).
+FAILED_KEPT_S = 600.0
 MAX_DECLARING_BYTES = 1 << 20
 INSTALL_TIMEOUT_S = 900.0
 TAIL_CHARS = 2_000
@@ -149,6 +152,27 @@ def _install(env: Path, requirements: list[str], echo: Callable[[str], None]) ->
 SetupRunner = Callable[[Path, str], None]  # (environment, command): runs it or raises
 
 
+def _build(
+    env: Path,
+    requirements: list[str],
+    setup_command: str | None,
+    run_setup: SetupRunner,
+    echo: Callable[[str], None],
+) -> str:
+    made = subprocess.run(
+        [base_python(), "-m", "venv", "--without-pip", str(env)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if made.returncode != 0:
+        raise EnvironmentFailed(f"cannot make a virtual environment: {made.stderr[-300:]}")
+    output = _install(env, requirements, echo)
+    if setup_command:
+        run_setup(env, setup_command)
+    return output
+
+
 def python_environment(
     checkout: Path,
     cache_root: Path,
@@ -162,8 +186,10 @@ def python_environment(
     key = environment_key(checkout, setup_command)
     requirements = declared_requirements(checkout)
     cache_root.mkdir(parents=True, exist_ok=True)
-    env = cache_root / key
+    env, failed = cache_root / key, cache_root / f"{key}.failed"
     with _locked(cache_root / f"{key}.lock"):
+        if failed.is_file() and time.time() - failed.stat().st_mtime < FAILED_KEPT_S:
+            raise EnvironmentFailed(f"{failed.read_text()} (this environment's build failed)")
         if (env / READY).is_file():
             echo(f"== environment {key}: reused ({len(requirements)} requirements)")
             duration = time.perf_counter() - started
@@ -172,17 +198,12 @@ def python_environment(
             )
         shutil.rmtree(env, ignore_errors=True)  # a build that did not finish
         echo(f"== environment {key}: building ({len(requirements)} requirements)")
-        made = subprocess.run(
-            [base_python(), "-m", "venv", "--without-pip", str(env)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if made.returncode != 0:
-            raise EnvironmentFailed(f"cannot make a virtual environment: {made.stderr[-300:]}")
-        output = _install(env, requirements, echo)
-        if setup_command:
-            run_setup(env, setup_command)
+        try:
+            output = _build(env, requirements, setup_command, run_setup, echo)
+        except EnvironmentFailed as exc:
+            failed.write_text(str(exc)[:1000])
+            raise
+        failed.unlink(missing_ok=True)
         (env / READY).write_text(key)
     duration = time.perf_counter() - started
     echo(f"== environment {key}: built in {duration:.1f}s")
