@@ -17,7 +17,7 @@ import pytest
 from tests.needs import require_bwrap, unavailable
 from tests.race.projects import git
 from workers.race.check import CheckCommands, CheckError, PythonEnvironment, run_check
-from workers.race.environment import declared_requirements, environment_key
+from workers.race.environment import EnvironmentFailed, declared_requirements, environment_key
 from workers.sandbox.local import LocalSandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,3 +166,25 @@ def test_an_environment_that_cannot_be_built_says_why_once(
         check(repo, "main", envs, tmp_path)
     assert time.perf_counter() - started < 5
     assert not any((p / ".arena-ready").exists() for p in envs.iterdir() if p.is_dir())
+
+
+# -- what a hostile branch could do with it -----------------------------------------------------
+
+
+def test_a_branch_cannot_have_the_worker_fetch_an_address_or_read_a_file(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A direct reference would have the worker's pip (outside the jail) fetch any URL or read
+    any path the branch names: refused before pip runs, naming it."""
+    for declared in ("evil @ https://example.invalid/evil.whl", "file:///etc/shadow", "./vendor"):
+        (repo / "requirements.txt").write_text(f"{declared}\n")
+        with pytest.raises(EnvironmentFailed, match="only requirements by name"):
+            declared_requirements(repo)
+
+
+def test_with_a_setup_command_no_two_commits_share_an_environment(repo: Path) -> None:
+    """A setup command may run the checkout's code with the environment writable: an agent's
+    branch must not prepare the environment another check (the baseline's) then runs in."""
+    assert environment_key(repo, None, "a" * 40) == environment_key(repo, None, "b" * 40)
+    with_setup = environment_key(repo, "pip install -e .", "a" * 40)
+    assert with_setup != environment_key(repo, "pip install -e .", "b" * 40)

@@ -233,7 +233,7 @@ def run_check(
         )
         if environment is not None:
             sandbox, result.environment = _in_environment(
-                workdir, environment, sandbox, limits, commands.timeout_s, echo
+                workdir, commit, environment, sandbox, limits, commands.timeout_s, echo
             )
         _measure(result, workdir, commands, sandbox, limits, echo)
         return result
@@ -243,6 +243,7 @@ def run_check(
 
 def _in_environment(
     workdir: Path,
+    commit: str,
     environment: PythonEnvironment,
     sandbox: Sandbox,
     limits: SandboxLimits | None,
@@ -266,7 +267,7 @@ def _in_environment(
 
     try:
         env, run = python_environment(
-            workdir, environment.cache_root, environment.setup_command, setup, echo
+            workdir, environment.cache_root, environment.setup_command, setup, echo, commit
         )
     except EnvironmentFailed as exc:
         raise CheckError(f"environment: {exc}") from None

@@ -95,6 +95,14 @@ def declared_requirements(checkout: Path) -> list[str]:
             if line and not line.startswith(("#", "-")):  # options (-r, -e, --index) are not read
                 found.append(line)
     cleaned = [r.strip() for r in found if isinstance(r, str) and r.strip()]
+    for requirement in cleaned:
+        # A direct reference (`pkg @ https://...`, `file:...`) would have the worker's pip fetch
+        # whatever address or read whatever file a branch names: only names from the index.
+        if "@" in requirement or "://" in requirement or requirement.startswith(("file:", ".")):
+            raise EnvironmentFailed(
+                f"{requirement[:200]!r}: only requirements by name are installed, not direct "
+                "references (a URL or a path)"
+            )
     return list(dict.fromkeys(cleaned))
 
 
@@ -107,9 +115,13 @@ def base_python() -> str:
     return shutil.which(version) or sys.executable
 
 
-def environment_key(checkout: Path, setup_command: str | None) -> str:
+def environment_key(checkout: Path, setup_command: str | None, commit: str = "") -> str:
+    """What an environment is made from. With a setup command, the checked commit too: the
+    command may run the checkout's code (`pip install -e .`) with the environment writable, so
+    a branch never shares an environment another check's code could have written."""
     digest = hashlib.sha256()
-    digest.update(f"{base_python()}\0{sys.version}\0{setup_command or ''}\0".encode())
+    made_by = f"{setup_command}\0{commit}" if setup_command else ""
+    digest.update(f"{base_python()}\0{sys.version}\0{made_by}\0".encode())
     for path in declaring_files(checkout):
         digest.update(f"{path.name}\0".encode() + _read(path).encode() + b"\0")
     return digest.hexdigest()[:24]
@@ -179,11 +191,12 @@ def python_environment(
     setup_command: str | None,
     run_setup: SetupRunner,
     echo: Callable[[str], None] = print,
+    commit: str = "",
 ) -> tuple[Path, EnvironmentRun]:
-    """The environment of `checkout`: reused when one with its key is ready, else built now
-    (at its final path: a virtual environment's scripts name their own path)."""
+    """The environment of `checkout` (at `commit`): reused when one with its key is ready, else
+    built now (at its final path: a virtual environment's scripts name their own path)."""
     started = time.perf_counter()
-    key = environment_key(checkout, setup_command)
+    key = environment_key(checkout, setup_command, commit)
     requirements = declared_requirements(checkout)
     cache_root.mkdir(parents=True, exist_ok=True)
     env, failed = cache_root / key, cache_root / f"{key}.failed"
