@@ -736,3 +736,20 @@ def agent_spec_entries(repo: RaceRepo, branches: Sequence[str]) -> list[dict[str
 
 def _utc(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_feature_repo(path: Path, hydra: str | None = None) -> Path:
+    """A tiny repository: main (with `hydra` as its hydra.toml, if given) and a branch `feat`
+    one commit ahead."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    if hydra is not None:
+        (path / "hydra.toml").write_text(hydra)
+    (path / "a.txt").write_text("one\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "base")
+    git(path, "checkout", "-q", "-b", "feat")
+    (path / "a.txt").write_text("one\ntwo\n")
+    git(path, "commit", "-q", "-am", "feat")
+    git(path, "checkout", "-q", "main")
+    return path

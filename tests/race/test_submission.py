@@ -27,30 +27,22 @@ from tasks.workloads.race_view import format_results
 from tests.api.conftest import AUTH, api_settings, client
 from tests.cli.test_malformed_input import arena
 from tests.integration.conftest import db, redis_url
-from tests.race.projects import git
+from tests.race.projects import git, make_feature_repo
 
 __all__ = ["api_settings", "client", "db", "redis_url"]  # fixtures
 NO_REDIS = "redis://127.0.0.1:1/0"
 UNREACHABLE = "cannot reach Redis"
 
 
+HYDRA = (
+    '[scoring]\ntest_command = "pytest"\nlint_command = "ruff check ."\n'
+    "timeout_per_check_seconds = 30\n[scoring.weights]\nbuild = 40\nspeed = 5\n"
+)
+
+
 def make_repo(path: Path, *, hydra: bool = False) -> Path:
     """main and a branch `feat` one commit ahead; hydra.toml on main only if asked."""
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    if hydra:
-        (path / "hydra.toml").write_text(
-            '[scoring]\ntest_command = "pytest"\nlint_command = "ruff check ."\n'
-            "timeout_per_check_seconds = 30\n[scoring.weights]\nbuild = 40\nspeed = 5\n"
-        )
-    (path / "a.txt").write_text("one\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "base")
-    git(path, "checkout", "-q", "-b", "feat")
-    (path / "a.txt").write_text("one\ntwo\n")
-    git(path, "commit", "-q", "-am", "feat")
-    git(path, "checkout", "-q", "main")
-    return path
+    return make_feature_repo(path, HYDRA if hydra else None)
 
 
 @pytest.fixture

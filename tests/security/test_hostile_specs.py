@@ -32,7 +32,7 @@ from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch
 from tests.api.conftest import AUTH
 from tests.cli.test_malformed_input import arena
-from tests.race.projects import git
+from tests.race.projects import git, make_feature_repo
 from workers.race import git as race_git
 
 pytestmark = pytest.mark.integration
@@ -104,17 +104,7 @@ ATTACKS = [
 
 def make_repo(path: Path) -> Path:
     """main (with hydra.toml) and a branch `feat` one commit ahead."""
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    (path / "hydra.toml").write_text('[scoring]\ntest_command = "true"\n')
-    (path / "a.txt").write_text("one\n")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "base")
-    git(path, "checkout", "-q", "-b", "feat")
-    (path / "a.txt").write_text("one\ntwo\n")
-    git(path, "commit", "-q", "-am", "feat")
-    git(path, "checkout", "-q", "main")
-    return path
+    return make_feature_repo(path, '[scoring]\ntest_command = "true"\n')
 
 
 @pytest.fixture
