@@ -4,7 +4,7 @@ its closing lines, and the exit status of a batch that did not end clean."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -50,7 +50,7 @@ def print_board(board: Board) -> None:
         console.print(leaderboard_table(board))
 
 
-def print_batch(info: BatchInfo, notes: list[str] = []) -> None:  # noqa: B006 (never mutated)
+def print_batch(info: BatchInfo, notes: Sequence[str] = ()) -> None:
     """A batch's state in a line, and what holds it up while it runs."""
     reason = f" ({redact_text(info.reason)})" if info.reason else ""
     console.print(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -59,11 +59,16 @@ class ArenaApp(FastAPI):
     that Starlette's error middleware writes gets the security headers."""
 
     front_door: tuple[Tokens, int, str] | None = None
+    included: tuple[APIRouter, ...] = ()
+
+    def include_router(self, router: APIRouter, *args: Any, **kwargs: Any) -> None:
+        super().include_router(router, *args, **kwargs)
+        self.included += (router,)
 
     def answered_routes(self) -> list[APIRoute]:
         """Every route this app answers (a 405's Allow header lists their methods): the
         routers' own lists, which FastAPI's included routers no longer flatten into .routes."""
-        routers = [self.router, routes.router, page.router]
+        routers = [self.router, *self.included]
         return [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
 
     def build_middleware_stack(self) -> ASGIApp:
