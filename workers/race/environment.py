@@ -75,8 +75,9 @@ def _read(path: Path) -> str:
 def declared_requirements(checkout: Path) -> list[str]:
     """The requirements the checkout declares, in the order found, each once."""
     found: list[str] = []
+    files = declaring_files(checkout)
     pyproject = checkout / "pyproject.toml"
-    if pyproject.is_file() and not pyproject.is_symlink():
+    if pyproject in files:
         try:
             data = tomllib.loads(_read(pyproject))
         except tomllib.TOMLDecodeError as exc:
@@ -87,9 +88,7 @@ def declared_requirements(checkout: Path) -> list[str]:
             found += extra
         for group in data.get("dependency-groups", {}).values():
             found += [r for r in group if isinstance(r, str)]  # {include-group} is not a name
-    for path in sorted(checkout.glob("requirements*.txt")):
-        if path.is_symlink() or not path.is_file():
-            continue
+    for path in (p for p in files if p.name.startswith("requirements")):
         for line in _read(path).splitlines():
             line = line.split(" #", 1)[0].strip()
             if line and not line.startswith(("#", "-")):  # options (-r, -e, --index) are not read
