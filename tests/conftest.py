@@ -3,13 +3,22 @@ Celery app with no connections left over from another test."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["tests.docker_support"]
+
+# Every race runs in an environment of its own (docs/race.md, "The race's environment"), whose
+# requirements pip installs: in the tests, from the wheels scripts/install-test-tools fetched,
+# never from an index. Set before any worker process starts, so that every one inherits it.
+RACE_WHEELS = Path(__file__).resolve().parents[1] / ".test-tools" / "race-wheels"
+os.environ["PIP_NO_INDEX"] = "1"
+os.environ["PIP_FIND_LINKS"] = str(RACE_WHEELS)
 
 
 def forget_celery_connections() -> None:

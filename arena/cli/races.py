@@ -32,12 +32,6 @@ def scoring_options(command: Callable[..., None]) -> Callable[..., None]:
                 "--timeout", type=float, metavar="SECONDS", help="Each command's time limit."
             ),
             click.option(
-                "--environment",
-                type=click.Choice(["worker", "python"]),
-                help="Where the commands run: the worker's tools, or a Python environment "
-                "made from what the repository declares (docs/race.md).",
-            ),
-            click.option(
                 "--setup-command",
                 metavar="CMD",
                 help="Run once in the race's Python environment after its requirements.",

@@ -55,13 +55,12 @@ def _pairs(option: str, given: tuple[str, ...], form: str) -> dict[str, float]:
 @dataclass(frozen=True)
 class ScoringFlags:
     """`arena race run`'s --build-command, --test-command, --lint-command, --timeout,
-    --environment, --setup-command, --weight DIM=W and --duration NAME=SECONDS."""
+    --setup-command, --weight DIM=W and --duration NAME=SECONDS."""
 
     build_command: str | None = None
     test_command: str | None = None
     lint_command: str | None = None
     timeout: float | None = None
-    environment: str | None = None
     setup_command: str | None = None
     weights: tuple[str, ...] = ()
     durations: tuple[str, ...] = ()
@@ -74,7 +73,6 @@ class ScoringFlags:
             ("--test-command", "test_command", self.test_command),
             ("--lint-command", "lint_command", self.lint_command),
             ("--timeout", "timeout_per_check_seconds", self.timeout),
-            ("--environment", "environment", self.environment),
             ("--setup-command", "setup_command", self.setup_command),
         ):
             if value is None:

@@ -243,10 +243,8 @@ def repo_policy(asker: Asker, settings: ArenaSettings | None = None) -> RepoPoli
     return RepoPolicy.of(settings or load_settings(), asker)
 
 
-def race_environment(params: RaceParams, settings: ArenaSettings) -> PythonEnvironment | None:
-    """The race's own environment, kept under the work dir, when it declares one."""
-    if params.environment != "python":
-        return None
+def race_environment(params: RaceParams, settings: ArenaSettings) -> PythonEnvironment:
+    """The race's own environment, kept under the work dir."""
     root = settings.work_dir or Path(tempfile.gettempdir())
     return PythonEnvironment(
         cache_root=root / "arena-race-envs", setup_command=params.setup_command

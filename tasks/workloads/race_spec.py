@@ -114,10 +114,11 @@ class RaceParams(SpecModel):
     # Whether the commands may use the network (the Docker sandbox's ARENA_SANDBOX_NETWORK_MODE;
     # the local sandbox cannot take it away). Off: a check that downloads must vendor instead.
     network: bool = False
-    # Where the commands run (docs/race.md, "The race's environment"): "python", a virtual
-    # environment made from what the checked commit declares (then `setup_command` in it);
-    # "worker", the worker's own tools (its Python, pytest, ruff), as before.
-    environment: Literal["worker", "python"] = "worker"
+    # Where the commands run (docs/race.md, "The race's environment"): a virtual environment
+    # made from what the checked commit declares, the tools the commands name at Arena's pins,
+    # then `setup_command` in it. The only kind so far: the worker's own tools (Arena's Python
+    # and its packages) are never offered, since they shadow the project under test.
+    environment: Literal["python"] = "python"
     setup_command: Command = None
 
     @field_validator("junit_xml")

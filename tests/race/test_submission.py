@@ -213,12 +213,11 @@ def test_the_flags_give_the_scoring_block_without_hydra_toml(place: Path) -> Non
         "--weight=diff_size=0",
         "--duration=a=30",
         "--duration=b=60.5",
-        "--environment=python",
         "--setup-command=pip install --no-deps -e .",
     )
     batch = validate_batch(data, asker="operator")
     params = batch.params
-    assert (params.environment, params.setup_command) == ("python", "pip install --no-deps -e .")
+    assert params.setup_command == "pip install --no-deps -e ."
     assert (params.build_command, params.test_command, params.lint_command) == (
         "python -c 1",
         "python -m pytest -q",

@@ -20,6 +20,7 @@ from scoring.race_dimensions import LintCounts, TestCounts
 from scoring.race_lint import parse_lint_output
 from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
+from workers.race.builders import builder_for
 from workers.race.environment import EnvironmentFailed, EnvironmentRun, python_environment
 from workers.race.git import checkout, clone, commit_of, diff_stats, git
 from workers.sandbox import (
@@ -30,7 +31,6 @@ from workers.sandbox import (
     SandboxUnavailable,
 )
 from workers.sandbox.base import URL_WITH_USER
-from workers.sandbox.local import LocalSandbox
 
 TAIL_CHARS = 2_000  # of each command's output, kept with the result; the whole goes to the log
 MAX_JUNIT_BYTES = 16 * 1024 * 1024
@@ -233,7 +233,7 @@ def run_check(
         )
         if environment is not None:
             sandbox, result.environment = _in_environment(
-                workdir, commit, environment, sandbox, limits, commands.timeout_s, echo
+                workdir, commit, environment, sandbox, limits, commands, echo
             )
         _measure(result, workdir, commands, sandbox, limits, echo)
         return result
@@ -247,31 +247,24 @@ def _in_environment(
     environment: PythonEnvironment,
     sandbox: Sandbox,
     limits: SandboxLimits | None,
-    timeout_s: float,
+    commands: CheckCommands,
     echo: Callable[[str], None],
 ) -> tuple[Sandbox, EnvironmentRun]:
     """The sandbox that runs the commands in the checkout's environment, and how it was had."""
-    if not isinstance(sandbox, LocalSandbox):
-        raise CheckError("environment: a race's python environment needs the local sandbox")
-    local = sandbox
-
-    def setup(env: Path, command: str) -> None:
-        done = local.in_python_env(env, writable=True).run(
-            command, workdir, timeout_s, None, limits
-        )
-        status = "timed out" if done.timed_out else f"exit {done.exit_code}"
-        echo(f"== setup: {command} ({status}, {done.duration_s:.2f}s)")
-        echo(done.output.rstrip("\n"))
-        if done.exit_code != 0 or done.timed_out or done.error is not None:
-            raise EnvironmentFailed(f"setup command {command!r} failed ({done.error or status})")
-
     try:
+        builder = builder_for(sandbox, workdir, limits, commands.timeout_s)
         env, run = python_environment(
-            workdir, environment.cache_root, environment.setup_command, setup, echo, commit
+            workdir,
+            environment.cache_root,
+            environment.setup_command,
+            builder,
+            echo,
+            commit,
+            (commands.build, commands.tests, commands.lint),
         )
     except EnvironmentFailed as exc:
         raise CheckError(f"environment: {exc}") from None
-    return local.in_python_env(env), run
+    return builder.sandbox_in(env), run
 
 
 def _measure(

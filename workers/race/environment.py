@@ -9,6 +9,10 @@ pytest plugins) would otherwise shadow the project under test.
   the worker's pip is configured with (PIP_INDEX_URL, PIP_FIND_LINKS, PIP_NO_INDEX).
 - Declared: `[project] dependencies`, every `[project.optional-dependencies]` extra and every
   `[dependency-groups]` group of pyproject.toml, and the lines of top-level requirements*.txt.
+  A tool the race's commands name (pytest, ruff, ...) that the commit does not declare is added
+  at the version Arena pins (TOOL_PINS): the race measures with the same tool whenever it runs.
+- How it is made depends on the sandbox (an EnvironmentBuilder: workers/race/builders.py for the
+  local jail, workers/race/builders_docker.py for containers); what it holds does not.
 - An optional setup command then runs in the sandbox, the environment writable, the network as
   the race says.
 - Kept under the work dir by the hash of what declares it (those files, the setup command, the
@@ -20,17 +24,19 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
+import re
 import shutil
-import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable, Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
+
+from workers.sandbox import Sandbox
 
 READY = ".arena-ready"  # written last: an environment without it is a build that did not finish
 # A build that failed is remembered this long: the race's other checks of the same declarations
@@ -39,6 +45,20 @@ FAILED_KEPT_S = 600.0
 MAX_DECLARING_BYTES = 1 << 20
 INSTALL_TIMEOUT_S = 900.0
 TAIL_CHARS = 2_000
+# The versions of the tools a race's commands may name without declaring them (docs/race.md,
+# "The race's environment"). Pinned, so that a race measures with the same tool whenever it
+# runs; raising one is a change of protocol, like a new emulator version for Mario.
+TOOL_PINS: dict[str, str] = {
+    "pytest": "pytest==9.2.0",
+    "ruff": "ruff==0.17.6",
+    "flake8": "flake8==7.5.0",
+    "mypy": "mypy==2.4.1",
+    "black": "black==26.10.1",
+    "pylint": "pylint==4.1.4",
+    "coverage": "coverage==7.17.3",
+}
+_TOOL_WORD = re.compile(r"(?<![\w.-])(py\.test|" + "|".join(TOOL_PINS) + r")(?![\w-])")
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 class EnvironmentFailed(RuntimeError):
@@ -56,6 +76,7 @@ class EnvironmentRun(BaseModel):
     reused: bool
     duration_s: float
     requirements: list[str]
+    added_tools: list[str] = []  # of `requirements`: pinned tools the commands named
     output_tail: str = ""
 
 
@@ -114,13 +135,38 @@ def base_python() -> str:
     return shutil.which(version) or sys.executable
 
 
-def environment_key(checkout: Path, setup_command: str | None, commit: str = "") -> str:
-    """What an environment is made from. With a setup command, the checked commit too: the
-    command may run the checkout's code (`pip install -e .`) with the environment writable, so
-    a branch never shares an environment another check's code could have written."""
+def _project_name(requirement: str) -> str:
+    found = _NAME.match(requirement)
+    return re.sub(r"[-_.]+", "-", found.group(1)).lower() if found else ""
+
+
+def added_tools(commands: Sequence[str | None], declared: Sequence[str]) -> list[str]:
+    """The pinned tools (TOOL_PINS) that `commands` name and `declared` does not."""
+    named = {_project_name(r) for r in declared}
+    found: list[str] = []
+    for command in (c for c in commands if c):
+        for word in _TOOL_WORD.findall(command):
+            tool = "pytest" if word == "py.test" else word
+            if tool not in named and TOOL_PINS[tool] not in found:
+                found.append(TOOL_PINS[tool])
+    return found
+
+
+def environment_key(
+    checkout: Path,
+    setup_command: str | None,
+    commit: str = "",
+    interpreter: str = "",
+    added: Sequence[str] = (),
+) -> str:
+    """What an environment is made from: the interpreter, the declaring files, the tools added.
+    With a setup command, the checked commit too: the command may run the checkout's code
+    (`pip install -e .`) with the environment writable, so a branch never shares an environment
+    another check's code could have written."""
     digest = hashlib.sha256()
     made_by = f"{setup_command}\0{commit}" if setup_command else ""
-    digest.update(f"{base_python()}\0{sys.version}\0{made_by}\0".encode())
+    interpreter = interpreter or f"{base_python()}\0{sys.version}"
+    digest.update(f"{interpreter}\0{made_by}\0{' '.join(added)}\0".encode())
     for path in declaring_files(checkout):
         digest.update(f"{path.name}\0".encode() + _read(path).encode() + b"\0")
     return digest.hexdigest()[:24]
@@ -136,67 +182,45 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _install(env: Path, requirements: list[str], echo: Callable[[str], None]) -> str:
-    """The requirements into `env` as wheels only, by the worker's pip (no code of theirs
-    runs); the output, or EnvironmentFailed with its end."""
-    if not requirements:
-        return ""
-    argv = [sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install"]
-    argv += ["--only-binary=:all:", "--no-input", "--disable-pip-version-check", *requirements]
-    # Arena's own PYTHONPATH and virtual environment must not leak into the new one.
-    env_vars = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, env=env_vars
-        )
-    except subprocess.TimeoutExpired:
-        took = f"installing the requirements took over {INSTALL_TIMEOUT_S:g}s"
-        raise EnvironmentFailed(took) from None
-    output = done.stdout + done.stderr
-    echo(output.rstrip("\n"))
-    if done.returncode != 0:
-        last = [line for line in output.splitlines() if line.strip()][-3:]
-        raise EnvironmentFailed("installing the requirements failed: " + " | ".join(last))
-    return output
+class EnvironmentBuilder(ABC):
+    """How a sandbox backend makes a race's environment: the venv and its requirements, then
+    the setup command in the sandbox; the environment's path is its final one (a virtual
+    environment's scripts name their own path)."""
 
+    @abstractmethod
+    def interpreter(self) -> str:
+        """What identifies the interpreter the environment is made from (part of its key)."""
 
-SetupRunner = Callable[[Path, str], None]  # (environment, command): runs it or raises
+    @abstractmethod
+    def make(self, env: Path, requirements: list[str], echo: Callable[[str], None]) -> str:
+        """A virtual environment at `env` holding `requirements` (wheels only); its output, or
+        EnvironmentFailed naming why."""
 
+    @abstractmethod
+    def setup(self, env: Path, command: str, echo: Callable[[str], None]) -> None:
+        """`command` run in the sandbox with `env` writable; EnvironmentFailed if it fails."""
 
-def _build(
-    env: Path,
-    requirements: list[str],
-    setup_command: str | None,
-    run_setup: SetupRunner,
-    echo: Callable[[str], None],
-) -> str:
-    made = subprocess.run(
-        [base_python(), "-m", "venv", "--without-pip", str(env)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if made.returncode != 0:
-        raise EnvironmentFailed(f"cannot make a virtual environment: {made.stderr[-300:]}")
-    output = _install(env, requirements, echo)
-    if setup_command:
-        run_setup(env, setup_command)
-    return output
+    @abstractmethod
+    def sandbox_in(self, env: Path) -> Sandbox:
+        """The sandbox whose commands run in `env` (read-only) and see nothing of Arena."""
 
 
 def python_environment(
     checkout: Path,
     cache_root: Path,
     setup_command: str | None,
-    run_setup: SetupRunner,
+    builder: EnvironmentBuilder,
     echo: Callable[[str], None] = print,
     commit: str = "",
+    commands: Sequence[str | None] = (),
 ) -> tuple[Path, EnvironmentRun]:
-    """The environment of `checkout` (at `commit`): reused when one with its key is ready, else
-    built now (at its final path: a virtual environment's scripts name their own path)."""
+    """The environment of `checkout` (at `commit`) for `commands`: reused when one with its key
+    is ready, else built now by `builder`."""
     started = time.perf_counter()
-    key = environment_key(checkout, setup_command, commit)
-    requirements = declared_requirements(checkout)
+    declared = declared_requirements(checkout)
+    added = added_tools(commands, declared)
+    requirements = declared + added
+    key = environment_key(checkout, setup_command, commit, builder.interpreter(), added)
     cache_root.mkdir(parents=True, exist_ok=True)
     env, failed = cache_root / key, cache_root / f"{key}.failed"
     with _locked(cache_root / f"{key}.lock"):
@@ -206,12 +230,18 @@ def python_environment(
             echo(f"== environment {key}: reused ({len(requirements)} requirements)")
             duration = time.perf_counter() - started
             return env, EnvironmentRun(
-                key=key, reused=True, duration_s=duration, requirements=requirements
+                key=key,
+                reused=True,
+                duration_s=duration,
+                requirements=requirements,
+                added_tools=added,
             )
         shutil.rmtree(env, ignore_errors=True)  # a build that did not finish
         echo(f"== environment {key}: building ({len(requirements)} requirements)")
         try:
-            output = _build(env, requirements, setup_command, run_setup, echo)
+            output = builder.make(env, requirements, echo)
+            if setup_command:
+                builder.setup(env, setup_command, echo)
         except EnvironmentFailed as exc:
             failed.write_text(str(exc)[:1000])
             raise
@@ -224,5 +254,6 @@ def python_environment(
         reused=False,
         duration_s=duration,
         requirements=requirements,
+        added_tools=added,
         output_tail=output[-TAIL_CHARS:],
     )
