@@ -140,6 +140,8 @@ def test_the_obvious_commands_give_the_real_tools_facts(
         unavailable(f"no wheels in {RACE_WHEELS}: run scripts/install-test-tools")
     assert importlib.util.find_spec("markupsafe") is not None  # Arena's own has one
     monkeypatch.setenv("ARENA_REPO_ROOTS", str(tmp_path))
+    (tmp_path / "work").mkdir()
+    monkeypatch.setenv("ARENA_WORK_DIR", str(tmp_path / "work"))  # an empty environment cache
     repo = make_repo(tmp_path / "markupsafe")
     spec = {
         "workload": "race",
@@ -179,3 +181,13 @@ def test_the_obvious_commands_give_the_real_tools_facts(
     assert got["D"]["scores"]["lint"] < got["A"]["scores"]["lint"] == 100
     assert got["A"]["scores"]["tests"] == 100
     assert summary["winner"] == "A"
+
+    # The environment is made once, by the first check (the baseline's), and every other check
+    # of the same declarations reuses it; a second race of the same base builds nothing.
+    first = [r.result["environment"] for r in results]
+    assert [e["reused"] for e in first] == [False, True, True, True, True]
+    assert len({e["key"] for e in first}) == 1
+    assert first[0]["added_tools"] == [TOOL_PINS["pytest"], TOOL_PINS["ruff"]]
+    again = [r.result["environment"] for r in execute_batch(batch)]
+    assert all(e["reused"] and e["key"] == first[0]["key"] for e in again)
+    assert sum(e["duration_s"] for e in again) < first[0]["duration_s"]
