@@ -156,6 +156,9 @@ class Verdict(StrEnum):
     AUTO_MERGE = "auto-merge"
     ALL_FAILED = "all-failed"
     REVIEW = "review"
+    # The race could not be scored at all (its base's environment could not be built): the
+    # reducer's, never race_verdict's; no agent is ranked, and the summary says why.
+    FAILED = "failed"
 
 
 class AgentScore(StrictModel):

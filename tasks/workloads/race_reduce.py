@@ -1,13 +1,14 @@
 """A race's checks reduced: their raw measures scored together (scoring.race_measures.score_race:
 tests and lint against the baseline, speed against the fastest agent), and the summary `arena race
-results` prints: ranking, verdict, notes, errors and their measures."""
+results` prints: ranking, verdict, notes, errors and their measures. A race whose base's
+environment could not be built is not scored: verdict "failed", with `failed_reason`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from scoring.race import RaceOutcome
+from scoring.race import RaceOutcome, Verdict
 from scoring.race_dimensions import BuildOutcome, LintOutcome, TestOutcome
 from scoring.race_measures import (
     AgentMeasures,
@@ -18,6 +19,12 @@ from scoring.race_measures import (
 from scoring.race_measures import DiffStats as ScoredDiff
 from tasks.workloads.base import UnitResult, ValidatedBatch
 from tasks.workloads.race_spec import BASELINE, RaceAgentSpec, RaceItem, RaceParams
+from workers.race.check import BASE_ENVIRONMENT_FAILED, CheckError
+
+# A unit's error reason is the exception's type and message (tasks/execute.py, describe).
+ENVIRONMENT = f"{CheckError.__name__}: environment: "  # a check whose environment failed
+# What environment.py adds when another check of the race built (and failed) it first.
+BUILT_BEFORE = " (this environment's build failed)"
 
 
 def _outcome(run: dict[str, Any] | None, kind: type[Any]) -> Any:
@@ -77,13 +84,62 @@ def score_measures(
     )
 
 
+def environment_failure(result: UnitResult | None) -> str | None:
+    """Why a check's environment could not be built (its error reason less the exception's name,
+    "environment: " and the note that another check built it first); None for any other."""
+    reason = (result.reason or "") if result is not None and result.status == "error" else ""
+    if not reason.startswith(ENVIRONMENT):
+        return None
+    return reason.removeprefix(ENVIRONMENT).removesuffix(BUILT_BEFORE)
+
+
+def repeats_base(result: UnitResult, base_failed: str) -> bool:
+    """An agent's error that only repeats the base's environment failure: its check said it has
+    the base's environment (workers/race/check.py), or its environment failed the same way."""
+    own = environment_failure(result)
+    return own is not None and (own.startswith(BASE_ENVIRONMENT_FAILED) or own == base_failed)
+
+
+def failed_summary(
+    item: RaceItem, results: Sequence[UnitResult], base_failed: str
+) -> dict[str, Any]:
+    """A race that failed at the start, its base's environment not built: nothing is scored or
+    ranked (an agent whose branch built an environment of its own has no baseline to be
+    compared with), and the agents' errors that only repeat the base's are left out."""
+    errors = {
+        r.agent: r.reason or "error"
+        for r in results
+        if r.status == "error" and (r.agent == BASELINE or not repeats_base(r, base_failed))
+    }
+    return {
+        "task": item.task,
+        "repo": item.repo,
+        "base": item.base,
+        "base_commit": None,
+        "verdict": Verdict.FAILED.value,
+        "failed_reason": f"{BASE_ENVIRONMENT_FAILED}: {base_failed}",
+        "winner": None,
+        "winner_branch": None,
+        "tied": [],
+        "review_reason": None,
+        "measured": [],
+        "agents": [],
+        "errors": errors,
+        "baseline": {"error": errors[BASELINE]},
+    }
+
+
 def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[str, Any]:
     """The race scored from its checks' raw measures (scoring.race_measures.score_race), and the
-    summary `arena race results` prints: ranking, verdict, notes, errors and their measures."""
+    summary `arena race results` prints: ranking, verdict, notes, errors and their measures; or,
+    when the base's environment could not be built, the race failed at the start (one reason)."""
     item: RaceItem = batch.items[0]
     agents = {a.name: a for a in batch.agents}
     by_agent = {r.agent: r for r in results}
     baseline = by_agent.get(BASELINE)
+    base_failed = environment_failure(baseline)
+    if base_failed is not None:
+        return failed_summary(item, results, base_failed)
     base_ok = baseline is not None and baseline.status == "ok"
     base_raw = baseline.result if baseline is not None and base_ok else {}
     measures = agent_measures(agents, by_agent)
@@ -107,7 +163,8 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
         "repo": item.repo,
         "base": item.base,
         "base_commit": base_raw.get("commit"),
-        "verdict": outcome.verdict.value if outcome is not None else "all-failed",
+        "verdict": outcome.verdict.value if outcome is not None else Verdict.ALL_FAILED.value,
+        "failed_reason": None,  # why a race failed at the start (failed_summary)
         "winner": outcome.winner if outcome else None,
         "winner_branch": agents[outcome.winner].branch if outcome and outcome.winner else None,
         "tied": list(outcome.tied) if outcome else [],

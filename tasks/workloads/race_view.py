@@ -14,6 +14,7 @@ from scoring.race import (
     rank_agents,
 )
 from tasks.workloads.base import LeaderboardEntry
+from tasks.workloads.race_spec import BASELINE
 
 
 def _ranked(rows: Sequence[dict[str, Any]]) -> list[RankedAgent]:
@@ -29,7 +30,8 @@ def _ranked(rows: Sequence[dict[str, Any]]) -> list[RankedAgent]:
 
 
 def format_results(summary: dict[str, Any], batch_id: str) -> str:
-    """`arena race results`: ranking, winner and merge hint, then errors and notes."""
+    """`arena race results`: ranking, winner and merge hint, then errors and notes. A race that
+    failed at the start has no ranking: its reason is the command's one error line (exit 1)."""
     ranked = _ranked(summary["agents"])
     branches = {row["name"]: row["branch"] for row in summary["agents"]}
     verdict = Verdict(summary["verdict"])
@@ -43,6 +45,8 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
     if any(text for _, text in counted):
         lines += ["", "Tests:"] + [f"  {name}: {text}" for name, text in counted if text]
     errors = summary.get("errors") or {}
+    if verdict is Verdict.FAILED:  # the base's error is the race's: `arena:` says it, once
+        errors = {name: why for name, why in errors.items() if name != BASELINE}
     if errors:
         lines += ["", "Not scored (the check could not run):"]
         lines += [f"  {name}: {reason}" for name, reason in sorted(errors.items())]
