@@ -100,12 +100,14 @@ def run_command(
         written = write_report(finished.report, target)
         if not as_json:
             click.echo(f"report: {written}")
-    if finished.info.status == "done" and finished.info.summary:
+    summary = finished.info.summary if finished.info.status == "done" else None
+    if summary:
         if as_json:
             print_json(races.results_payload(finished.info))
         else:
-            click.echo(format_results(finished.info.summary, finished.info.id))
-    exit_for(batches.report_errors(finished.report))
+            click.echo(format_results(summary, finished.info.id))
+    failed = races.failed_line(finished.info.id, summary or {})
+    exit_for(failed or batches.report_errors(finished.report))  # failed: one line, not each unit
 
 
 def finished_race(batch_ref: str) -> tuple[str, BatchInfo]:
@@ -117,12 +119,14 @@ def finished_race(batch_ref: str) -> tuple[str, BatchInfo]:
 @click.argument("batch_ref", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 def results_command(batch_ref: str, as_json: bool) -> None:
-    """A race's ranking, winner and verdict (ID: a race's batch id, prefix or run id)."""
+    """A race's ranking, winner and verdict (ID: a race's batch id, prefix or run id); exit 1
+    when the race failed at the start (its base's environment could not be built)."""
     batch_id, info = finished_race(batch_ref)
     if as_json:
         print_json(races.results_payload(info))
     else:
         click.echo(redact_text(format_results(info.summary or {}, batch_id)))
+    exit_for(races.failed_line(batch_id, info.summary or {}))
 
 
 @click.command("logs")

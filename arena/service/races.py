@@ -56,6 +56,14 @@ def results_payload(info: BatchInfo) -> dict[str, Any]:
     return {"batch_id": info.id, **summary}
 
 
+def failed_line(batch_id: str, summary: dict[str, Any]) -> str | None:
+    """The one line of a race that failed at the start (its base's environment could not be
+    built: verdict failed), for the CLI's exit status 1; None for a race that was scored."""
+    if summary.get("verdict") != "failed":
+        return None
+    return f"race {batch_id} failed: {summary.get('failed_reason') or 'not scored'}"
+
+
 def race_info(db: Store, batch_ref: str) -> tuple[str, BatchInfo]:
     """A race that ended and was reduced (`arena race results`, GET /races/{id})."""
     batch_id = db.resolve(batch_ref)
