@@ -22,7 +22,7 @@ from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
 from workers.race.builders import builder_for
 from workers.race.environment import EnvironmentFailed, EnvironmentRun, python_environment
-from workers.race.git import checkout, clone, commit_of, diff_stats, git
+from workers.race.git import GitError, checkout, clone, commit_of, diff_stats, git
 from workers.sandbox import (
     CommandResult,
     Sandbox,
@@ -35,6 +35,13 @@ from workers.sandbox.base import URL_WITH_USER
 TAIL_CHARS = 2_000  # of each command's output, kept with the result; the whole goes to the log
 MAX_JUNIT_BYTES = 16 * 1024 * 1024
 EXIT_NOT_FOUND = 127  # what sh returns for a command it cannot find
+
+
+# What an agent's check says when its environment, the base's (the branch declares the same),
+# cannot be built; the reducer reads the race as failed at the start (race_reduce.py).
+BASE_ENVIRONMENT_FAILED = "the base's environment could not be built"
+# The files whose contents make an environment (workers/race/environment.py, declaring_files).
+DECLARING = ("pyproject.toml", "setup.cfg", "setup.py", ":(glob)requirements*.txt")
 
 
 class CheckError(RuntimeError):
@@ -233,7 +240,7 @@ def run_check(
         )
         if environment is not None:
             sandbox, result.environment = _in_environment(
-                workdir, commit, environment, sandbox, limits, commands, echo
+                workdir, result, environment, sandbox, limits, commands, echo
             )
         _measure(result, workdir, commands, sandbox, limits, echo)
         return result
@@ -243,14 +250,16 @@ def run_check(
 
 def _in_environment(
     workdir: Path,
-    commit: str,
+    result: CheckResult,
     environment: PythonEnvironment,
     sandbox: Sandbox,
     limits: SandboxLimits | None,
     commands: CheckCommands,
     echo: Callable[[str], None],
 ) -> tuple[Sandbox, EnvironmentRun]:
-    """The sandbox that runs the commands in the checkout's environment, and how it was had."""
+    """The sandbox that runs the commands in the checkout's environment, and how it was had.
+    An agent's branch that declares what the base declares (and no setup command, which would
+    key its environment by its commit) has the base's environment: its failure says so."""
     try:
         builder = builder_for(sandbox, workdir, limits, commands.timeout_s)
         env, run = python_environment(
@@ -259,12 +268,26 @@ def _in_environment(
             environment.setup_command,
             builder,
             echo,
-            commit,
+            result.commit,
             (commands.build, commands.tests, commands.lint),
         )
     except EnvironmentFailed as exc:
+        # A branch still at the base's commit fails in the base's own words, as the baseline.
+        shared = result.role == "agent" and environment.setup_command is None
+        if shared and result.commit != result.base_commit and declares_as_base(workdir, result):
+            raise CheckError(f"environment: {BASE_ENVIRONMENT_FAILED}: {exc}") from None
         raise CheckError(f"environment: {exc}") from None
     return builder.sandbox_in(env), run
+
+
+def declares_as_base(workdir: Path, result: CheckResult) -> bool:
+    """Whether the checked commit has the base's declaring files (environment.declaring_files'
+    names); False when git cannot tell."""
+    args = ("--name-only", "--end-of-options", result.base_commit, result.commit, "--", *DECLARING)
+    try:
+        return not git("diff", *args, cwd=workdir).strip()
+    except GitError:
+        return False
 
 
 def _measure(
