@@ -127,5 +127,7 @@ def submit_and_wait(
     log_dir = write_logs(log_folder(settings, sub.batch_id), db.logs(sub.batch_id), report.units)
     if log_dir is not None:
         report = report.model_copy(update={"log_dir": str(log_dir)})
-    boards = [read_board(db, name) for name in info.boards] if info.status == "done" else []
+    # A batch that put nobody on a board (a race that failed at the start) never made it.
+    made = set(db.leaderboard_names()) if info.status == "done" else set()
+    boards = [read_board(db, name) for name in info.boards if name in made]
     return Finished(info, report.units, report, sub, boards)

@@ -80,13 +80,6 @@ def lines(text: str) -> list[str]:
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="`arena race run` exits 2 (`no leaderboard 'race-...'`) for a race that put nobody on "
-    "its board: arena/service/cluster.py run_batch reads every board the batch names; drop "
-    "this mark once it skips a board nobody published on",
-)
 def test_a_race_whose_base_environment_cannot_be_built_fails_once(
     repo: Path, tmp_path: Path
 ) -> None:
