@@ -94,8 +94,8 @@ def status_command(batch_ref: str, watch: bool, as_json: bool) -> None:
             print_json(info.model_dump(mode="json"))
         else:
             terminal.print_batch(info, batches.running_notes(db, info, settings))
-            for board in info.boards if info.status == "done" else []:
-                terminal.print_board(boards.read_board(db, board))
+            for board in boards.boards_made(db, info.boards) if info.status == "done" else []:
+                terminal.print_board(board)
         if info.status in FINISHED:
             exit_for(batches.finished_errors(db, info))
 

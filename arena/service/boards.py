@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,13 @@ def read_board(db: Store, name: str) -> Board:
     workload_name = db.workload_of(rows[0].batch) if rows else None
     workload = get_workload(workload_name) if workload_name else None
     return Board(name, ranked(rows, workload), workload)
+
+
+def boards_made(db: Store, names: Iterable[str]) -> list[Board]:
+    """The boards of `names` that exist: a batch that put nobody on a board (a race that
+    failed at the start) never made it."""
+    made = set(db.leaderboard_names())
+    return [read_board(db, name) for name in names if name in made]
 
 
 def history(db: Store, name: str, agent: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from arena.embedded import embedded_cluster, embedded_redis, forget_broker_state
-from arena.service.boards import Board, read_board
+from arena.service.boards import Board, boards_made
 from arena.service.reports import Report, report_from_store, write_logs
 from arena.service.waiting import Watcher, wait
 from tasks.settings import ArenaSettings, load_settings
@@ -127,7 +127,5 @@ def submit_and_wait(
     log_dir = write_logs(log_folder(settings, sub.batch_id), db.logs(sub.batch_id), report.units)
     if log_dir is not None:
         report = report.model_copy(update={"log_dir": str(log_dir)})
-    # A batch that put nobody on a board (a race that failed at the start) never made it.
-    made = set(db.leaderboard_names()) if info.status == "done" else set()
-    boards = [read_board(db, name) for name in info.boards if name in made]
+    boards = boards_made(db, info.boards) if info.status == "done" else []
     return Finished(info, report.units, report, sub, boards)
