@@ -140,8 +140,8 @@ def test_the_obvious_commands_give_the_real_tools_facts(
         unavailable(f"no wheels in {RACE_WHEELS}: run scripts/install-test-tools")
     assert importlib.util.find_spec("markupsafe") is not None  # Arena's own has one
     monkeypatch.setenv("ARENA_REPO_ROOTS", str(tmp_path))
-    (tmp_path / "work").mkdir()
-    monkeypatch.setenv("ARENA_WORK_DIR", str(tmp_path / "work"))  # an empty environment cache
+    # An empty environment cache, in a work dir not made yet (the check makes it).
+    monkeypatch.setenv("ARENA_WORK_DIR", str(tmp_path / "work"))
     repo = make_repo(tmp_path / "markupsafe")
     spec = {
         "workload": "race",

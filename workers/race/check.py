@@ -215,6 +215,8 @@ def run_check(
     if refused is not None:  # no clone for nothing: the unit is an infrastructure error
         raise SandboxUnavailable(refused)
     started = time.perf_counter()
+    if workdir_root is not None:  # a work dir the operator named but nothing made yet
+        workdir_root.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="arena-race-", dir=workdir_root))
     try:
         workdir = root / "checkout"
