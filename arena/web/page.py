@@ -197,11 +197,22 @@ def race_page(api: ApiState, batch_id: str) -> str:
     body = (
         f"<p>Task: {e(summary.get('task'))}<br>Base: {e(summary.get('base'))} · verdict "
         f'<b class="verdict">{e(summary.get("verdict"))}</b> · winner '
-        f'<b class="winner">{e(summary.get("winner") or "none")}</b></p>{cards}'
+        f'<b class="winner">{e(summary.get("winner") or "none")}</b></p>'
+        + failed_or_review(summary)
+        + cards
         + (f'<h2>Not scored</h2><ul class="errors">{errors}</ul>' if errors else "")
         + f'<p>JSON: <a href="/races/{e(resolved)}">/races/{e(resolved)}</a></p>'
     )
     return layout(f"Race {info.run_id or resolved[:12]}", body, script=True)
+
+
+def failed_or_review(summary: dict[str, Any]) -> str:
+    """Why the race failed at the start, or why it needs a review, when it does."""
+    if summary.get("failed_reason"):
+        return f'<p class="failed-reason">Failed: {e(summary["failed_reason"])}</p>'
+    if summary.get("review_reason"):
+        return f'<p class="review-reason">Review: {e(summary["review_reason"])}</p>'
+    return ""
 
 
 @router.get("/ui/replays/{batch_id}/{agent}.gif")

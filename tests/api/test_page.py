@@ -275,3 +275,16 @@ def test_colour_bands(value: float | None, band: str) -> None:
     from arena.web.html import band as colour
 
     assert colour(value) == band
+
+
+def test_a_race_page_says_why_it_failed_or_needs_review() -> None:
+    """The reason a race failed at the start (or is held for review) is on its page, escaped:
+    pip's message can quote whatever the branch declared."""
+    from arena.web.page import failed_or_review
+
+    failed = failed_or_review({"failed_reason": "the base's environment: <script>x</script>"})
+    assert failed.startswith('<p class="failed-reason">Failed: the base')
+    assert "<script>" not in failed and "&lt;script&gt;" in failed
+    review = failed_or_review({"failed_reason": None, "review_reason": "1 check did not run"})
+    assert review == '<p class="review-reason">Review: 1 check did not run</p>'
+    assert failed_or_review({"verdict": "auto-merge"}) == ""
