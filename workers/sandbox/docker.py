@@ -12,6 +12,7 @@ command gets a fresh one); a worker that dies meanwhile leaves its container to 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import os
@@ -36,6 +37,7 @@ from workers.sandbox.containers import (
     remove_quietly,
 )
 from workers.sandbox.docker_exec import EXIT_KILLED, READ_WAIT_S, follow
+from workers.sandbox.docker_mounts import ExtraMount, python_env_variables, work_mounts
 from workers.sandbox.docker_wrapper import (
     KEEPER_MAX_S,
     OutputCap,
@@ -85,6 +87,27 @@ class DockerSandbox(Sandbox):
         self.network_mode = network_mode
         self.path = path
         self._client = client
+        self.mounts: tuple[ExtraMount, ...] = ()  # beside the work dir (a race's environment)
+        self.python_env: Path | None = None  # the virtual environment commands run in
+
+    def in_python_env(self, env: Path, writable: bool = False) -> DockerSandbox:
+        """The same sandbox, its commands run in the virtual environment `env`: mounted at
+        its own path, read-only unless `writable`, with `python_env_variables`. ValueError:
+        `env` is not under the work dir shared with the engine's host."""
+        env = Path(env).resolve()
+        source = host_path(env, self.work_dir, self.host_work_dir)
+        made = copy.copy(self)  # the same engine client
+        made.mounts = (*self.mounts, ExtraMount(str(env), source, read_only=not writable))
+        made.python_env = env
+        return made
+
+    def command_environment(self, env: Mapping[str, str] | None, workdir: Path) -> dict[str, str]:
+        """What an `exec`ed command in `workdir` gets: `container_environment`, in the
+        sandbox's virtual environment if it has one."""
+        found = container_environment(env, self.path)
+        if self.python_env is not None:
+            found = python_env_variables(found, self.python_env, workdir)
+        return found
 
     def engine(self) -> docker.DockerClient:
         """The engine's client, made (and pinged) on first use; EngineUnavailable if none."""
@@ -144,7 +167,7 @@ class DockerSandbox(Sandbox):
             "command": [str(max(keep, 1))],
             "user": f"{uid}:{uid}",
             "working_dir": "/",
-            "mounts": work_mounts(workdir, inside, source, read_only),
+            "mounts": work_mounts(workdir, inside, source, read_only, self.mounts),
             "labels": owner_labels("command", deadline),
             "network_mode": self.network_mode if limits.network else "none",
             "ulimits": ulimits(limits),  # the exec'd commands inherit them
@@ -328,7 +351,9 @@ class DockerSession(SandboxSession):
     def _exec(
         self, client: docker.DockerClient, command: str, env: Mapping[str, str] | None
     ) -> str:
-        script = wrapper(self.unset or [])
+        environment = self.sandbox.command_environment(env, self.workdir)
+        # What the command is given is kept: the image's ENV may set it too (VIRTUAL_ENV).
+        script = wrapper([name for name in self.unset or [] if name not in environment])
         created = client.api.exec_create(
             self.container.id,
             ["/bin/sh", "-c", script, "/bin/sh", command],
@@ -336,7 +361,7 @@ class DockerSession(SandboxSession):
             stderr=True,
             user=f"{os.getuid()}:{os.getgid()}",
             workdir=str(self.workdir.resolve()),
-            environment=container_environment(env, self.sandbox.path),
+            environment=environment,
         )
         return str(created["Id"])
 
@@ -346,27 +371,3 @@ class DockerSession(SandboxSession):
         container, self.container, self.deadline = self.container, None, 0.0
         if container is not None:
             remove_quietly(container)
-
-
-def work_mounts(
-    workdir: Path, inside: str, source: str, read_only: Sequence[str] = ()
-) -> list[Any]:
-    """The work dir at the worker's own path, read-write. Mounts, not `volumes` binds: a source
-    missing on the engine's host (a wrong host_work_dir) is an error, not an empty folder the
-    engine makes there. A checkout's .git read-only: a local clone hard-links the source
-    repository's object files, so writing them would rewrite the source (as locally)."""
-    from docker.types import Mount  # here: only workers that use Docker need the engine
-
-    whole = any(name in ("", ".") for name in read_only)
-    mounts = [Mount(target=inside, source=source, type="bind", read_only=whole)]
-    if (workdir / ".git").is_dir():
-        git = Mount(target=f"{inside}/.git", source=f"{source}/.git", type="bind", read_only=True)
-        mounts.append(git)
-    for name in read_only:  # over the work dir's own mount, as a path of it
-        path = workdir / name
-        if name in ("", ".", ".git") or path.is_symlink() or not path.exists():
-            continue
-        mounts.append(
-            Mount(target=f"{inside}/{name}", source=f"{source}/{name}", type="bind", read_only=True)
-        )
-    return mounts
