@@ -40,6 +40,10 @@ from tests.workers.test_agent_image import build_agent_image, serve
 pytestmark = [pytest.mark.integration, DOCKER_GROUP]
 COMPOSE_FILE = ROOT / "deploy" / "compose" / "host-network.yaml"
 RACE_BRANCHES = ["clean", "breaks-test", "broken-build"]
+# Every race builds its environment (docs/race.md, "The race's environment"): the workers' pip
+# downloads its wheels, here from the folder scripts/install-test-tools fills, never an index.
+RACE_WHEELS = ROOT / ".test-tools" / "race-wheels"
+WHEELS_INSIDE = "/srv/arena/race-wheels"
 
 
 def _free_port() -> int:
@@ -53,6 +57,7 @@ class ComposeCluster:
         self.folder, self.project = folder, project
         self.env_file = folder / "cluster.env"
         self.repos = folder / "repos"
+        self.wheels_file = folder / "wheels.yaml"  # the test's own, over COMPOSE_FILE
         self.running = False
 
     def up(self) -> None:
@@ -77,6 +82,8 @@ class ComposeCluster:
             str(self.env_file),
             "-f",
             str(COMPOSE_FILE),
+            "-f",
+            str(self.wheels_file),
             *args,
         ]
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -122,6 +129,14 @@ def cluster(tmp_path: Path) -> Iterator[ComposeCluster]:
     assert written.returncode == 0, written.stderr
     with made.env_file.open("a") as extra:  # no registry here: Redis from the worker image
         extra.write(f"ARENA_REDIS_IMAGE={WORKER_IMAGE}\nARENA_WORKER_CONCURRENCY=1\n")
+    if not (RACE_WHEELS / ".complete").is_file():
+        unavailable(f"no wheels in {RACE_WHEELS} for a race's environment (install-test-tools)")
+    # The workers' pip takes the wheels from the folder, mounted read-only, and no index.
+    worker = {
+        "environment": {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELS_INSIDE},
+        "volumes": [f"{RACE_WHEELS}:{WHEELS_INSIDE}:ro"],
+    }
+    made.wheels_file.write_text(yaml.safe_dump({"services": {"worker-cpu": worker}}))
     try:
         made.up()
         yield made
@@ -212,6 +227,11 @@ def test_every_workload_on_the_compose_cluster(cluster: ComposeCluster, tmp_path
     assert result["baseline"]["tests"]["counts"]["passed"] == 6
     race_boards = [b for b in _board_names(env, tmp_path) if b.startswith("race-")]
     assert race_boards, "the race wrote no board"
+    # Its checks ran in an environment of the image's interpreter, under the shared work dir.
+    (ready,) = (tmp_path / "work" / "arena-race-envs").glob("*/.arena-ready")
+    made = (ready.parent / "pyvenv.cfg").read_text()  # the base interpreter's, not Arena's
+    assert "/opt/arena" not in made and "include-system-site-packages = false" in made
+    assert (ready.parent / "bin" / "pytest").is_file() and (ready.parent / "bin" / "ruff").is_file()
 
     # Sandbox containers were made and removed: none is left.
     assert _only(before, client) == set()

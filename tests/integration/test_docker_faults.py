@@ -22,6 +22,7 @@ from tests.docker_support import (
 )
 from tests.integration.conftest import WorkerPools, arena
 from tests.race.projects import agent_spec_entries, make_python_repo
+from workers.sandbox.containers import LABEL
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, DOCKER_GROUP]
 
@@ -34,6 +35,10 @@ def _wait_for(what: str, check: Any, timeout_s: float = 90.0) -> Any:
             return found
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _checkout(mount: dict[str, Any]) -> bool:
+    return str(mount.get("Destination", "")).endswith("/checkout")
 
 
 def test_a_killed_workers_sandbox_container_goes_with_its_restart(
@@ -72,7 +77,12 @@ def test_a_killed_workers_sandbox_container_goes_with_its_restart(
     batch_id = submitted.stdout.split()[0]
 
     def of_this_worker() -> set[str]:  # not another test's (any worker may start sandboxes)
-        return set(arena_containers(client, of_pids=set(workers.children(pool))))
+        # The check's own container, which mounts its checkout: not one that makes the race's
+        # environment beforehand (those mount the environment alone).
+        found = client.containers.list(filters={"label": f"{LABEL}=1"}, ignore_removed=True)
+        mounted = {c.name for c in found if any(_checkout(m) for m in c.attrs.get("Mounts", []))}
+        of_worker = arena_containers(client, of_pids=set(workers.children(pool)))
+        return {c for c in of_worker if c.split(" ", 1)[0] in mounted}
 
     stale = _wait_for("a sandbox container", of_this_worker)
     ours = set(workers.children(pool))
