@@ -182,6 +182,56 @@ def test_a_branch_cannot_have_the_worker_fetch_an_address_or_read_a_file(
             declared_requirements(repo)
 
 
+def test_a_branch_cannot_pass_the_workers_pip_an_option(repo: Path, tmp_path: Path) -> None:
+    """pyproject.toml's lists reach the worker's pip, outside the jail: an entry that is an
+    option (`-r/etc/passwd` would have pip read a file of the worker's and quote its lines in
+    the error) or not a list of strings is refused naming it, before pip runs."""
+    (repo / "requirements.txt").unlink(missing_ok=True)
+    text = (repo / "pyproject.toml").read_text()
+    for entry in ('"-r/etc/passwd"', '"--index-url=http://example.invalid"', '"pytest; ;"'):
+        (repo / "pyproject.toml").write_text(
+            text.replace("dependencies = []", f"dependencies = [{entry}]")
+        )
+        with pytest.raises(EnvironmentFailed, match="not a requirement by name"):
+            declared_requirements(repo)
+    for shape in ('dependencies = "-r/etc/passwd"', "dependencies = [{a = 1}]"):
+        (repo / "pyproject.toml").write_text(text.replace("dependencies = []", shape))
+        with pytest.raises(EnvironmentFailed, match=r"\[project\] dependencies is not a list"):
+            declared_requirements(repo)
+
+
+def test_a_setup_command_has_the_environments_own_pip(
+    repo: Path, wheels: Path, tmp_path: Path
+) -> None:
+    """`pip install -e .` in a setup command installs into the race's environment: it has a pip
+    of its own then (and only then), first on PATH."""
+    require_bwrap()
+    envs = tmp_path / "envs"
+    environment = PythonEnvironment(cache_root=envs, setup_command="pip --version")
+    lines: list[str] = []
+    result = run_check(
+        str(repo),
+        "main",
+        "main",
+        COMMANDS,
+        LocalSandbox(),
+        workdir_root=tmp_path,
+        echo=lines.append,
+        environment=environment,
+    )
+    assert result.build is not None and result.build.exit_code == 0
+    made = result.environment
+    assert made is not None and not made.reused
+    assert any("== setup: pip --version" in line and "exit 0" in line for line in lines)
+    # pip says where it runs from: the environment's own site-packages.
+    assert any(f"from {envs / made.key}/lib/python" in line for line in lines), lines
+    without = check(repo, "main", tmp_path / "other-envs", tmp_path)["environment"]
+    assert isinstance(without, dict)
+    assert not list(
+        (tmp_path / "other-envs" / without["key"]).glob("lib/python*/site-packages/pip")
+    )
+
+
 def test_with_a_setup_command_no_two_commits_share_an_environment(repo: Path) -> None:
     """A setup command may run the checkout's code with the environment writable: an agent's
     branch must not prepare the environment another check (the baseline's) then runs in."""

@@ -6,53 +6,16 @@ PIP_FIND_LINKS, PIP_NO_INDEX); a setup command in the bubblewrap jail."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from workers.race.environment import (
-    INSTALL_TIMEOUT_S,
-    EnvironmentBuilder,
-    EnvironmentFailed,
-    base_python,
-)
+from workers.race.environment import EnvironmentBuilder, EnvironmentFailed, base_python
+from workers.race.pip import run_pip
 from workers.sandbox import Sandbox, SandboxLimits
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.local import LocalSandbox
-
-
-def install_failed(output: str) -> EnvironmentFailed:
-    last = [line for line in output.splitlines() if line.strip()][-3:]
-    return EnvironmentFailed("installing the requirements failed: " + " | ".join(last))
-
-
-def worker_pip_environment() -> dict[str, str]:
-    """The worker's environment for its pip: Arena's own PYTHONPATH and virtual environment
-    must not leak into the environment being made."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-
-
-def run_pip(argv: list[str], echo: Callable[[str], None]) -> str:
-    """The worker's pip with `argv`; its output, or EnvironmentFailed with its end."""
-    pip = [sys.executable, "-m", "pip", "--no-input", "--disable-pip-version-check", *argv]
-    try:
-        done = subprocess.run(
-            pip,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-            env=worker_pip_environment(),
-        )
-    except subprocess.TimeoutExpired:
-        took = f"installing the requirements took over {INSTALL_TIMEOUT_S:g}s"
-        raise EnvironmentFailed(took) from None
-    output = done.stdout + done.stderr
-    echo(output.rstrip("\n"))
-    if done.returncode != 0:
-        raise install_failed(output)
-    return output
 
 
 class LocalBuilder(EnvironmentBuilder):
@@ -74,9 +37,12 @@ class LocalBuilder(EnvironmentBuilder):
     def interpreter(self) -> str:
         return f"{base_python()}\0{sys.version}"
 
-    def make(self, env: Path, requirements: list[str], echo: Callable[[str], None]) -> str:
+    def make(
+        self, env: Path, requirements: list[str], echo: Callable[[str], None], with_pip: bool
+    ) -> str:
+        pip = [] if with_pip else ["--without-pip"]
         made = subprocess.run(
-            [base_python(), "-m", "venv", "--without-pip", str(env)],
+            [base_python(), "-m", "venv", *pip, str(env)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -86,7 +52,7 @@ class LocalBuilder(EnvironmentBuilder):
         if not requirements:
             return ""
         python = str(env / "bin" / "python")
-        return run_pip(["--python", python, "install", "--only-binary=:all:", *requirements], echo)
+        return run_pip(["--python", python, "install", "--only-binary=:all:"], requirements, echo)
 
     def setup(self, env: Path, command: str, echo: Callable[[str], None]) -> None:
         done = self.sandbox.in_python_env(env, writable=True).run(

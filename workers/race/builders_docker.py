@@ -10,45 +10,19 @@ key names it, and the checks run in it."""
 from __future__ import annotations
 
 import copy
-import os
 import shlex
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from workers.race.environment import INSTALL_TIMEOUT_S, EnvironmentBuilder, EnvironmentFailed
+from workers.race.pip import install_failed, run_pip
 from workers.sandbox import CommandResult, Sandbox, SandboxLimits, SandboxUnavailable
 from workers.sandbox.containers import host_path
 from workers.sandbox.docker import DockerSandbox
 from workers.sandbox.docker_python import ImagePython, image_python
 
 WHEELS = ".arena-wheels"  # in the environment while it is made, then removed
-
-
-def install_failed(output: str) -> EnvironmentFailed:
-    last = [line for line in output.splitlines() if line.strip()][-3:]
-    return EnvironmentFailed("installing the requirements failed: " + " | ".join(last))
-
-
-def run_pip(argv: list[str], echo: Callable[[str], None]) -> str:
-    """The worker's pip with `argv`, as builders.run_pip runs it (a copy: builders imports this
-    module, in builder_for, so this one cannot import it back without an import cycle)."""
-    pip = [sys.executable, "-m", "pip", "--no-input", "--disable-pip-version-check", *argv]
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    try:
-        done = subprocess.run(
-            pip, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, env=env
-        )
-    except subprocess.TimeoutExpired:
-        took = f"installing the requirements took over {INSTALL_TIMEOUT_S:g}s"
-        raise EnvironmentFailed(took) from None
-    output = done.stdout + done.stderr
-    echo(output.rstrip("\n"))
-    if done.returncode != 0:
-        raise install_failed(output)
-    return output
 
 
 class DockerBuilder(EnvironmentBuilder):
@@ -83,14 +57,17 @@ class DockerBuilder(EnvironmentBuilder):
         python = self.python()
         return f"docker\0{python.image_id}\0{python.base}\0{python.version}"
 
-    def make(self, env: Path, requirements: list[str], echo: Callable[[str], None]) -> str:
+    def make(
+        self, env: Path, requirements: list[str], echo: Callable[[str], None], with_pip: bool
+    ) -> str:
         python, env = self.python(), Path(env).resolve()
         try:
             host_path(env, self.sandbox.work_dir, self.sandbox.host_work_dir)
         except ValueError as exc:
             raise EnvironmentFailed(str(exc)) from None
         env.mkdir(parents=True, exist_ok=True)
-        venv = f"{shlex.quote(python.base)} -m venv --without-pip {shlex.quote(str(env))}"
+        pip = [] if with_pip else ["--without-pip"]
+        venv = shlex.join([python.base, "-m", "venv", *pip, str(env)])
         done = self._offline(venv, env, echo)
         if done.exit_code != 0 or done.timed_out or done.error is not None:
             why = done.error or done.output.strip()[-300:]
@@ -110,7 +87,7 @@ class DockerBuilder(EnvironmentBuilder):
         platforms = [f"--platform={tag}" for tag in python.platforms]
         target = [f"--python-version={python.version}", f"--implementation={python.implementation}"]
         argv = ["download", "--only-binary=:all:", f"--dest={wheels}", *target, *platforms]
-        return run_pip([*argv, "--", *requirements], echo)  # `--`: no requirement is an option
+        return run_pip(argv, requirements, echo)
 
     def _install(self, env: Path, requirements: list[str], echo: Callable[[str], None]) -> str:
         """The wheels in `env` installed by the image's pip, from them alone, no network."""

@@ -33,7 +33,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict
 
 from workers.sandbox import Sandbox
@@ -57,7 +59,7 @@ TOOL_PINS: dict[str, str] = {
     "pylint": "pylint==4.1.4",
     "coverage": "coverage==7.17.3",
 }
-_TOOL_WORD = re.compile(r"(?<![\w.-])(py\.test|" + "|".join(TOOL_PINS) + r")(?![\w-])")
+_TOOL_WORD = re.compile(r"(?<![\w.-])(py\.test|" + "|".join(TOOL_PINS) + r")(?![\w.-])")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -93,6 +95,19 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace")
 
 
+def _table(data: dict[str, Any], name: str) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise EnvironmentFailed(f"pyproject.toml: {name} is not a table")
+    return table
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise EnvironmentFailed(f"pyproject.toml: {where} is not a list of requirements")
+    return value
+
+
 def declared_requirements(checkout: Path) -> list[str]:
     """The requirements the checkout declares, in the order found, each once."""
     found: list[str] = []
@@ -103,27 +118,42 @@ def declared_requirements(checkout: Path) -> list[str]:
             data = tomllib.loads(_read(pyproject))
         except tomllib.TOMLDecodeError as exc:
             raise EnvironmentFailed(f"pyproject.toml: not valid TOML ({exc})") from None
-        project = data.get("project", {})
-        found += project.get("dependencies", [])
-        for extra in project.get("optional-dependencies", {}).values():
-            found += extra
-        for group in data.get("dependency-groups", {}).values():
-            found += [r for r in group if isinstance(r, str)]  # {include-group} is not a name
+        project = _table(data, "project")
+        found += _strings(project.get("dependencies", []), "[project] dependencies")
+        for name, extra in _table(project, "optional-dependencies").items():
+            found += _strings(extra, f"[project.optional-dependencies] {name}")
+        for name, group in _table(data, "dependency-groups").items():
+            # An {include-group = ...} table names another group, not a requirement.
+            if isinstance(group, list):
+                group = [r for r in group if not isinstance(r, dict)]
+            found += _strings(group, f"[dependency-groups] {name}")
     for path in (p for p in files if p.name.startswith("requirements")):
         for line in _read(path).splitlines():
             line = line.split(" #", 1)[0].strip()
             if line and not line.startswith(("#", "-")):  # options (-r, -e, --index) are not read
                 found.append(line)
-    cleaned = [r.strip() for r in found if isinstance(r, str) and r.strip()]
-    for requirement in cleaned:
-        # A direct reference (`pkg @ https://...`, `file:...`) would have the worker's pip fetch
-        # whatever address or read whatever file a branch names: only names from the index.
-        if "@" in requirement or "://" in requirement or requirement.startswith(("file:", ".")):
-            raise EnvironmentFailed(
-                f"{requirement[:200]!r}: only requirements by name are installed, not direct "
-                "references (a URL or a path)"
-            )
+    cleaned = [by_name(r.strip()) for r in found if r.strip()]
     return list(dict.fromkeys(cleaned))
+
+
+def by_name(requirement: str) -> str:
+    """`requirement` if it is a PEP 508 requirement by name (from the index); else
+    EnvironmentFailed. The worker's pip, outside the jail, installs them: a direct reference
+    (`pkg @ https://...`, `file:...`, a path) would have it fetch whatever address or read
+    whatever file a branch names, and an option (`-r/etc/passwd`) read a file of the worker's."""
+    try:
+        parsed = Requirement(requirement)
+    except InvalidRequirement:
+        raise EnvironmentFailed(
+            f"{requirement[:200]!r}: not a requirement by name (PEP 508); only requirements "
+            "by name are installed, not options, paths or URLs"
+        ) from None
+    if parsed.url is not None:
+        raise EnvironmentFailed(
+            f"{requirement[:200]!r}: only requirements by name are installed, not direct "
+            "references (a URL or a path)"
+        )
+    return requirement
 
 
 def base_python() -> str:
@@ -192,9 +222,12 @@ class EnvironmentBuilder(ABC):
         """What identifies the interpreter the environment is made from (part of its key)."""
 
     @abstractmethod
-    def make(self, env: Path, requirements: list[str], echo: Callable[[str], None]) -> str:
-        """A virtual environment at `env` holding `requirements` (wheels only); its output, or
-        EnvironmentFailed naming why."""
+    def make(
+        self, env: Path, requirements: list[str], echo: Callable[[str], None], with_pip: bool
+    ) -> str:
+        """A virtual environment at `env` holding `requirements` (wheels only), and pip when
+        `with_pip` (for a setup command: `pip install -e .`); its output, or EnvironmentFailed
+        naming why."""
 
     @abstractmethod
     def setup(self, env: Path, command: str, echo: Callable[[str], None]) -> None:
@@ -239,7 +272,7 @@ def python_environment(
         shutil.rmtree(env, ignore_errors=True)  # a build that did not finish
         echo(f"== environment {key}: building ({len(requirements)} requirements)")
         try:
-            output = builder.make(env, requirements, echo)
+            output = builder.make(env, requirements, echo, with_pip=bool(setup_command))
             if setup_command:
                 builder.setup(env, setup_command, echo)
         except EnvironmentFailed as exc:
