@@ -176,6 +176,13 @@ def _commit(repo: Path, message: str, files: Mapping[str, str | None], date: str
     git(repo, "commit", "-q", "--no-verify", "-m", message, date=date)
 
 
+def commit(repo: Path, files: Mapping[str, str | None], message: str) -> None:
+    """Write (None: delete) `files` in `repo` and commit them all on its current branch."""
+    _write(repo, files)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--no-verify", "-m", message)
+
+
 def _date(minute: int) -> str:
     """Commit dates: 2026-11-26 09:MM UTC, one minute per commit, in creation order."""
     return f"2026-11-26T09:{minute:02d}:00+00:00"

@@ -25,7 +25,7 @@ from tasks.workloads.base import UnitResult
 from tasks.workloads.race_view import format_results
 from tests.integration.conftest import ROOT, arena
 from tests.needs import require_bwrap
-from tests.race.projects import git
+from tests.race.projects import commit, git
 
 MISSING = "nosuch-pkg-arena"
 PIP_SAYS = f"No matching distribution found for {MISSING}"
@@ -36,14 +36,6 @@ SCORING = {
     "build_command": 'python -c "import calc"',
     "test_command": 'python -c "import calc; assert calc.add(1, 2) == 3"',
 }
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> None:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
 
 
 @pytest.fixture

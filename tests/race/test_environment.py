@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.needs import require_bwrap, unavailable
-from tests.race.projects import git
+from tests.race.projects import commit, git
 from workers.race.check import CheckCommands, CheckError, PythonEnvironment, run_check
 from workers.race.environment import EnvironmentFailed, declared_requirements, environment_key
 from workers.sandbox.local import LocalSandbox
@@ -46,14 +46,6 @@ COMMANDS = CheckCommands(
     lint="ruff check --no-cache .",
     timeout_s=120,
 )
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> None:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
 
 
 @pytest.fixture

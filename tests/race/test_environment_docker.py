@@ -17,7 +17,8 @@ import pytest
 
 from tests.docker_support import DOCKER_GROUP, WORKER_IMAGE, require_image
 from tests.race import test_environment as local
-from tests.race.test_environment import COMMANDS, commit
+from tests.race.projects import commit
+from tests.race.test_environment import COMMANDS
 from tests.workers import test_docker_sandbox as sandbox_tests
 from workers.race.check import CheckCommands, CheckError, PythonEnvironment, run_check
 from workers.sandbox import SandboxUnavailable

@@ -24,7 +24,7 @@ from tasks.execute import execute_batch
 from tasks.workloads import get_workload, validate_batch
 from tests.conftest import RACE_WHEELS
 from tests.needs import require_bwrap, unavailable
-from tests.race.projects import git
+from tests.race.projects import commit, git
 from workers.race.environment import TOOL_PINS, base_python
 
 BUILD = 'python -c "import markupsafe"'
@@ -70,14 +70,6 @@ BRANCHES: dict[str, dict[str, str]] = {
         "tests/test_attr.py": TEST_ATTR,
     },
 }
-
-
-def commit(repo: Path, files: dict[str, str], message: str) -> None:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
 
 
 def make_repo(path: Path) -> Path:
