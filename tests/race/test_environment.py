@@ -230,3 +230,20 @@ def test_with_a_setup_command_no_two_commits_share_an_environment(repo: Path) ->
     assert environment_key(repo, None, "a" * 40) == environment_key(repo, None, "b" * 40)
     with_setup = environment_key(repo, "pip install -e .", "a" * 40)
     assert with_setup != environment_key(repo, "pip install -e .", "b" * 40)
+
+
+def test_environments_unused_for_days_are_removed_when_another_is_built(tmp_path: Path) -> None:
+    """The cache does not grow for ever: each use touches an environment's marker, and a build
+    removes those no check has used for UNUSED_KEPT_S, but never one whose lock is held."""
+    from workers.race.environment import READY, UNUSED_KEPT_S, _locked, prune
+
+    now = time.time()
+    for key, age in (("fresh", 60.0), ("stale", UNUSED_KEPT_S + 60), ("busy", UNUSED_KEPT_S * 2)):
+        (tmp_path / key).mkdir()
+        (tmp_path / key / READY).write_text(key)
+        os.utime(tmp_path / key / READY, (now - age, now - age))
+    (tmp_path / "building").mkdir()  # no marker yet: a build in progress
+    with _locked(tmp_path / "busy.lock"):
+        assert prune(tmp_path, now) == ["stale"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["building", "busy", "fresh"]
+    assert prune(tmp_path, now) == ["busy"]  # its lock released

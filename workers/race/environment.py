@@ -44,6 +44,9 @@ READY = ".arena-ready"  # written last: an environment without it is a build tha
 # A build that failed is remembered this long: the race's other checks of the same declarations
 # fail at once with its reason instead of building again (a later race tries anew).
 FAILED_KEPT_S = 600.0
+# An environment no check has used this long is removed when another is built: longer than any
+# check runs (3 commands × at most 6 h), so none is removed under a check using it.
+UNUSED_KEPT_S = 2 * 24 * 3600.0
 MAX_DECLARING_BYTES = 1 << 20
 INSTALL_TIMEOUT_S = 900.0
 TAIL_CHARS = 2_000
@@ -203,13 +206,32 @@ def environment_key(
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """The lock at `path`, held; with `wait=False`, yields False at once if another holds it."""
     with path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def prune(cache_root: Path, now: float | None = None) -> list[str]:
+    """Remove the environments no check has used for UNUSED_KEPT_S (each use touches its
+    marker), skipping any whose lock another holds; the keys removed."""
+    cutoff = (time.time() if now is None else now) - UNUSED_KEPT_S
+    removed = []
+    for marker in sorted(cache_root.glob(f"*/{READY}")):
+        key = marker.parent.name
+        with _locked(cache_root / f"{key}.lock", wait=False) as held:
+            if held and marker.is_file() and marker.stat().st_mtime < cutoff:
+                shutil.rmtree(marker.parent, ignore_errors=True)
+                removed.append(key)
+    return removed
 
 
 class EnvironmentBuilder(ABC):
@@ -260,6 +282,7 @@ def python_environment(
         if failed.is_file() and time.time() - failed.stat().st_mtime < FAILED_KEPT_S:
             raise EnvironmentFailed(f"{failed.read_text()} (this environment's build failed)")
         if (env / READY).is_file():
+            (env / READY).touch()  # used now: not pruned for UNUSED_KEPT_S
             echo(f"== environment {key}: reused ({len(requirements)} requirements)")
             duration = time.perf_counter() - started
             return env, EnvironmentRun(
@@ -282,6 +305,8 @@ def python_environment(
         (env / READY).write_text(key)
     duration = time.perf_counter() - started
     echo(f"== environment {key}: built in {duration:.1f}s")
+    for old in prune(cache_root):
+        echo(f"== environment {old}: removed (unused for {UNUSED_KEPT_S / 86400:g} days)")
     return env, EnvironmentRun(
         key=key,
         reused=False,
