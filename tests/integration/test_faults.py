@@ -177,9 +177,15 @@ def test_redis_killed_and_restarted_mid_batch(
     # and a deprecation block (issue 20, item 5).
     log = (tmp_path / "worker.log").read_text()
     assert "Cannot connect to" not in log and "CPendingDeprecationWarning" not in log, log
-    assert log.count("lost Redis (") >= 1 and log.count("Redis is back after") >= 1, log
+    assert log.count("lost Redis (") >= 1, log
     if workers.restarts == 0:
         assert log.count("lost Redis (") == log.count("Redis is back after") == 1, log
+    else:
+        # kombu's Redis transport can crash a consumer on its way to reconnect (restoring
+        # unacked messages on a connection already closed: "'NoneType' object has no attribute
+        # 'hostname'", seen once in ci on 07815af); its supervisor starts a new worker, which
+        # never lost Redis. The batch is still whole, checked above.
+        assert "Unrecoverable error" in log, log
     figure(
         "Redis kill -9, restarted 3 s later (AOF)",
         time.monotonic() - back,
