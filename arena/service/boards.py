@@ -51,6 +51,20 @@ def read_board(db: Store, name: str) -> Board:
     return Board(name, ranked(rows, workload), workload)
 
 
+def version_key(db: Store, name: str) -> str:
+    """Where the board's version lives: a random token that every batch published to the
+    board replaces, in the MULTI/EXEC that writes its rows (tasks/store_boards.py, _publish),
+    and that the Store keeps its rows by. What was built from a board's rows stays true while
+    this token does (the API's encoded answers, arena/web/state.py BoardAnswers)."""
+    return db.keys.board_version(name)
+
+
+def board_version(db: Store, name: str) -> str | None:
+    """The board's version (version_key); None when there is no such board. One GET."""
+    version: str | None = db.r.get(version_key(db, name))
+    return version
+
+
 def boards_made(db: Store, names: Iterable[str]) -> list[Board]:
     """The boards of `names` that exist: a batch that put nobody on a board (a race that
     failed at the start) never made it."""

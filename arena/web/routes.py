@@ -4,13 +4,17 @@ cancelling and merging need a bearer token (state.TOKEN)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
-from fastapi.responses import PlainTextResponse
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 from arena.service import batches, boards, races
+from arena.web.front_door import Redacted
 from arena.web.models import (
     BatchDetail,
     Cancelled,
@@ -21,18 +25,29 @@ from arena.web.models import (
     Merged,
     RaceResults,
     error_responses,
+    leaderboard_json,
 )
 from arena.web.state import TOKEN, Api, ApiState, not_found
 from tasks.app import QUEUES
 from tasks.metrics import ClusterGauges, QueueDepth
 from tasks.records import FINISHED, BatchInfo
+from tasks.redact import redact_bytes
 from tasks.spec import MAX_SPEC_BYTES
 from tasks.store import Store
 from tasks.submit import Submission
 from tasks.validation import InputError, RunFailed
 from tasks.workloads import validate_batch
 
-router = APIRouter()
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """The boards' versions are read on the server's event loop while it serves (Api)."""
+    api: Api = app.state.api
+    async with api.serving_boards():
+        yield
+
+
+router = APIRouter(lifespan=lifespan)
 TEXT: dict[int | str, dict[str, Any]] = {200: {"content": {"text/plain": {}}}}
 
 
@@ -170,13 +185,35 @@ def leaderboards(api: ApiState) -> list[str]:
     tags=["leaderboards"],
     responses=error_responses(404),
 )
-def leaderboard(api: ApiState, name: str) -> Leaderboard:
+async def leaderboard(api: ApiState, name: str) -> Response:
     """A board's rows in rank order (`arena leaderboard NAME --json`)."""
-    try:
-        board = boards.read_board(api.db, name)
-    except InputError as exc:
-        raise not_found(exc) from None
-    return Leaderboard(name=name, entries=board.payload())
+    # The answer is built once per version of the board (BoardAnswers) and served as bytes,
+    # redacted when built: neither validated against the model nor scanned again per request.
+    # A kept one costs one GET on the event loop; building one, the thread pool.
+    version = await api.board_version(name)
+    body = api.boards.get(name, version)
+    if body is None:
+        body = await run_in_threadpool(board_answer, api, name, version)
+    return Redacted(body)
+
+
+def board_answer(api: Api, name: str, version: str | None) -> bytes:
+    """The board's answer built from its rows, kept for `version` (nothing is kept for no
+    version: no board, 404)."""
+    with api.boards.building(name):
+        body = api.boards.get(name, version)  # built by a request that held the lock before
+        if body is not None:
+            return body
+        try:
+            board = boards.read_board(api.db, name)
+        except InputError as exc:
+            raise not_found(exc) from None
+        body = redact_bytes(leaderboard_json(name, board.payload()))
+        if version is not None:
+            # Rows read after the version was: this version's or a later one's, never an
+            # earlier one's, so what is kept under it is never older than it.
+            api.boards.keep(name, version, body)
+        return body
 
 
 @router.get(
