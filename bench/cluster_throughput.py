@@ -1,7 +1,10 @@
-"""Dispatch cost of the cluster: N trivial bandit units in one process vs through Celery + Redis.
+"""Dispatch cost of the cluster: N trivial bandit units in one process vs through Celery + Redis,
+against a bare Celery app (no Arena code: a trivial task, one stored result per task) on the same
+Redis (embedded, unix socket, append-only file fsynced on every write) as the ceiling.
 
 Run from the repository root: .venv/bin/python bench/cluster_throughput.py [--units N]
-[--workers W] [--repeat R]. Every figure in one run is measured side by side on the same machine.
+[--workers W] [--repeat R]. Every figure in one run is measured side by side on the same machine;
+Arena's and bare Celery's runs alternate.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from statistics import median
 from typing import Any
 
 import psutil
-from _cluster import bench_cluster  # beside this script
+from _cluster import bare_cluster, bare_run, bench_cluster  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -41,6 +44,15 @@ class Row:
     submit_s: float | None = None  # until submit() returned (chord built and published)
     reduce_s: float | None = None  # from the last unit result stored until status `done`
     cpu_ms: float | None = None  # CPU ms per unit of every process: submitter, workers, Redis
+    kind: str = "arena"  # "in-process", "arena" (the cluster) or "bare" (bare Celery)
+
+    def dispatch_ms(self, baseline: float, workers: int) -> float | None:
+        """Worker-process ms per unit spent on anything but the unit, the reducer left out
+        (bare Celery's unit does nothing and has no reducer: all of its time is dispatch)."""
+        if self.kind == "in-process":
+            return None
+        busy = self.wall_s - (self.reduce_s or 0.0)
+        return (busy * workers - (baseline if self.kind == "arena" else 0.0)) / self.units * 1000
 
 
 def make_batch(units: int, seed: int, unit_time_limit_s: float | None = None) -> ValidatedBatch:
@@ -66,7 +78,7 @@ def in_process(units: int) -> Row:
     for unit in expanded:
         result = execute_unit(workload, unit).result
         assert result.status == "ok", result.reason
-    return Row("in-process", len(expanded), time.perf_counter() - started)
+    return Row("in-process", len(expanded), time.perf_counter() - started, kind="in-process")
 
 
 def cpu_meter(pool: subprocess.Popen[bytes]) -> Callable[[], float]:
@@ -134,6 +146,15 @@ def through_cluster(
     )
 
 
+def through_bare(client: Any, pool: subprocess.Popen[bytes], units: int, chunk: int) -> Row:
+    """The same number of units through bare Celery in chunks of `chunk` (1: a task each)."""
+    cpu = cpu_meter(pool)
+    cpu_before = cpu()
+    wall = bare_run(client, units, chunk, pool)
+    cpu_ms = (cpu() - cpu_before) / units * 1000
+    return Row(f"bare Celery chunk {chunk}", units, wall, cpu_ms=cpu_ms, kind="bare")
+
+
 def check_board(store: Store, batch: ValidatedBatch) -> str:
     """Every agent's row on the batch's board counts exactly its episodes, none in error."""
     episodes = batch.spec.protocol.episodes
@@ -154,23 +175,21 @@ def table(rows: list[Row], baseline: float, workers: int) -> Table:
         "units/s",
         "× in-process",
         "overhead ms/unit",
-        "excl. reduce",
+        "dispatch ms/unit",
         "CPU ms/unit",
         "submit s",
         "reduce s",
     ):
         out.add_column(name, justify="left" if name == "mode" else "right")
     for r in rows:
-        rate = r.units / r.wall_s
-        cluster = r.submit_s is not None
-        overhead = (r.wall_s * workers - baseline) / r.units * 1000 if cluster else None
-        busy = r.wall_s - (r.reduce_s or 0.0)
-        dispatch = (busy * workers - baseline) / r.units * 1000 if cluster else None
+        arena = r.kind == "arena"
+        overhead = (r.wall_s * workers - baseline) / r.units * 1000 if arena else None
+        dispatch = r.dispatch_ms(baseline, workers)
         out.add_row(
             r.mode,
             str(r.units),
             f"{r.wall_s:.3f}",
-            f"{rate:,.0f}",
+            f"{r.units / r.wall_s:,.0f}",
             f"{baseline / r.wall_s:.4f}",
             f"{overhead:.2f}" if overhead is not None else "—",
             f"{dispatch:.2f}" if dispatch is not None else "—",
@@ -178,6 +197,25 @@ def table(rows: list[Row], baseline: float, workers: int) -> Table:
             f"{r.submit_s:.3f}" if r.submit_s is not None else "—",
             f"{r.reduce_s:.3f}" if r.reduce_s is not None else "—",
         )
+    return out
+
+
+def ratio_table(rows: list[Row], baseline: float, workers: int) -> Table:
+    """Arena's dispatch ms/unit over bare Celery's, per chunk size (and fsync policy): the
+    ratio of the medians, and each round's own ratio (the runs of a round are side by side)."""
+    out = Table(title="Arena's dispatch against bare Celery's (same Redis, same chunk size)")
+    for name in ("chunk", "Arena ms/unit", "bare Celery ms/unit", "Arena / bare", "rounds"):
+        out.add_column(name, justify="left" if name == "chunk" else "right")
+    pairs: dict[str, tuple[list[float], list[float]]] = {}
+    for r in rows:
+        dispatch = r.dispatch_ms(baseline, workers)
+        if dispatch is not None:
+            arena, bare = pairs.setdefault(r.mode.split("chunk ", 1)[1], ([], []))
+            (arena if r.kind == "arena" else bare).append(dispatch)
+    for chunk, (arena, bare) in pairs.items():
+        rounds = ", ".join(f"{a / b:.2f}" for a, b in zip(arena, bare, strict=True))
+        ratio = median(arena) / median(bare)
+        out.add_row(chunk, f"{median(arena):.3f}", f"{median(bare):.3f}", f"{ratio:.2f}×", rounds)
     return out
 
 
@@ -269,7 +307,6 @@ def main() -> None:
     if any(n < len(AGENTS) for n in sizes):
         parser.error(f"--scale: every size must be at least {len(AGENTS)} (one episode each)")
 
-    chunk = get_workload("bandit").chunk_size
     rows = [] if sizes else [in_process(args.units) for _ in range(args.repeat)]
     seeds = iter(range(1, 1_000_000))
     with bench_cluster(args.workers, console) as (store, pool):
@@ -279,29 +316,53 @@ def main() -> None:
         if sizes:
             run_scale(store, pool, sizes, args.repeat, seeds)
             return
-        for _ in range(args.repeat):
-            for policy in policies:
-                store.r.config_set("appendfsync", policy)
-                for size in dict.fromkeys((chunk, 1)):
-                    row = through_cluster(store, make_batch(args.units, next(seeds)), size, pool)
+        with bare_cluster(store, args.workers) as (client, bare_pool):
+            for _ in range(args.repeat):
+                for policy in policies:
+                    store.r.config_set("appendfsync", policy)
+                    rows += side_by_side(store, pool, (client, bare_pool), args.units, seeds)
                     if policies != ["always"]:
-                        row.mode += f", fsync {policy}"
-                    rows.append(row)
-            store.r.config_set("appendfsync", "always")
+                        for row in rows[-4:]:
+                            row.mode += f", fsync {policy}"
+                store.r.config_set("appendfsync", "always")
+    explain(rows, args.workers)
 
-    baseline = min(r.wall_s for r in rows if r.submit_s is None)
-    console.print(table(rows, baseline, args.workers))
+
+def side_by_side(
+    store: Store,
+    pool: subprocess.Popen[bytes],
+    bare: tuple[Any, subprocess.Popen[bytes]],
+    units: int,
+    seeds: Iterator[int],
+) -> list[Row]:
+    """Arena and bare Celery, alternated: the workload's chunk size, then a unit per task."""
+    rows = []
+    for size in (get_workload("bandit").chunk_size, 1):
+        rows.append(through_cluster(store, make_batch(units, next(seeds)), size, pool))
+        rows.append(through_bare(*bare, units, size))
+    return rows
+
+
+def explain(rows: list[Row], workers: int) -> None:
+    baseline = min(r.wall_s for r in rows if r.kind == "in-process")
+    console.print(table(rows, baseline, workers))
     console.print(
         f"in-process baseline for the ratios and overhead: the fastest in-process run, "
-        f"{baseline:.3f}s.\noverhead ms/unit = (cluster wall s × {args.workers} worker processes"
+        f"{baseline:.3f}s.\noverhead ms/unit = (cluster wall s × {workers} worker processes"
         " − in-process s) / units × 1000: process time per unit spent on anything but the unit"
         " itself (broker, result backend, store writes, reducer, submit); the submitting process,"
         " Redis and the worker's main process share the same cores, so it is an upper bound.\n"
         "submit s: until submit() returned; reduce s: last unit result stored → batch `done`"
-        " (the reducer, one process); excl. reduce: the overhead with wall s − reduce s, i.e."
-        " dispatch alone. CPU ms/unit: CPU time of every process (this one, the workers, Redis)"
-        " per unit, reducer included: steadier than wall time on a shared machine."
+        " (the reducer, one process); dispatch ms/unit: the overhead with wall s − reduce s,"
+        " i.e. dispatch alone (bare Celery: wall s × workers / units, all of it dispatch; its"
+        " task does nothing and nothing reduces). CPU ms/unit: CPU time of every process (this"
+        " one, the workers, Redis) per unit, Arena's reducer included: steadier than wall time"
+        " on a shared machine.\nBare Celery: the same Redis (its own database), Arena's worker"
+        " flags and reliability settings (acks late, prefetch 1), a trivial task; chunks are"
+        " Celery's own (Task.chunks: one task and one stored result per chunk)."
     )
+    console.print(ratio_table(rows, baseline, workers))
+    console.print("target (issue 23): Arena / bare ≤ 1.5× for the chunked dispatch")
 
 
 if __name__ == "__main__":
