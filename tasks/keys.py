@@ -9,7 +9,9 @@ Batches (tasks/store_batches.py, tasks/store_results.py):
   `batch:{id}:units` hash: unit id -> result JSON; `batch:{id}:logs` hash: unit id -> what it
   printed; `batch:{id}:errors` and `batch:{id}:infra` sets: unit ids whose latest result is an
   error / an infrastructure error; `batch:{id}:attempts` hash: unit id -> attempts;
-  `batch:{id}:reducer` string: the reducer's claim (expires).
+  `batch:{id}:reducer` string: the reducer's claim (expires); `batch:{id}:groups` hash: chunk
+  id -> the group of units it runs now, their attempts counted and results not yet stored
+  (tasks/execute_chunk.py: a worker that dies leaves it for the chunk's next delivery).
 Chunks in flight (tasks/liveness.py, tasks/watchdog.py):
   `batch:{id}:plan` hash: chunk id -> its unit ids; `batch:{id}:chunks` hash: chunk id ->
   {"units", "queue", "worker"}; `batch:{id}:beats` hash: chunk id -> last heartbeat (unix s);
@@ -68,6 +70,9 @@ class Keys:
 
     def reducer(self, batch_id: str) -> str:
         return self._of_batch(batch_id, "reducer")
+
+    def groups(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "groups")
 
     # -- chunks in flight -------------------------------------------------------------------
     def plan(self, batch_id: str) -> str:

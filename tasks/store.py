@@ -18,14 +18,15 @@ from tasks.records import (
 from tasks.store_batches import BATCH_REF, UnitCounts
 from tasks.store_boards import Boards
 from tasks.store_flight import InFlight
-from tasks.store_results import COUNT_ATTEMPT, SaveReply, UnitResults
+from tasks.store_results import ChunkStart, GroupChange, SaveReply, UnitResults
 
 __all__ = [
     "BATCH_REF",
-    "COUNT_ATTEMPT",
     "FINISHED",
     "BatchInfo",
     "BatchStatus",
+    "ChunkStart",
+    "GroupChange",
     "LeaderboardRow",
     "SaveReply",
     "Store",

@@ -3,44 +3,165 @@ of the batch's reducer (tasks/keys.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from tasks.store_base import StoreBase
 from tasks.workloads.base import UnitResult
 
-# KEYS: the batch's units, its attempts; ARGV: a unit id. A stored unit's attempts stay as they
-# were (a redelivered chunk counted one for its first unit every time: 25 against a limit of 3).
-COUNT_ATTEMPT = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
-return redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+# A chunk's start, one EVAL (atomic). KEYS: the batch, its units, attempts, groups. ARGV: the
+# chunk id, the size of its first group, this write's id, the chunk's unit ids. Reads the status
+# and which units are stored; settles what a dead worker left (below); counts an attempt at each
+# unit of the first group (those it runs before it next writes) and records them as the chunk's
+# open group: the mark {at, g: its units, d: units owing a crash, w: the write that made it}.
+# A group left open by a dead worker: one of its units without a result was running when the
+# worker died, the others finished and lost their results with it. One unit: it is known, its
+# count stands. Several: their counts are taken back and the crash is owed (`d`) by whichever of
+# them next kills its worker alone (its units then run one per group). Either way the first
+# group after a crash is one unit. `at`: the batch's creation, so a resubmission (counts reset)
+# ignores what an earlier run left. A write sent again (its reply lost to a Redis restart) finds
+# its own `w` and changes nothing.
+CHUNK_START = """
+local status = redis.call('HGET', KEYS[1], 'status')
+local stored, todo = {}, {}
+for i = 4, #ARGV do
+  stored[#stored + 1] = redis.call('HEXISTS', KEYS[2], ARGV[i])
+  if stored[#stored] == 0 then todo[#todo + 1] = ARGV[i] end
+end
+if not status or status == 'cancelled' then return {status or '', stored, {}, {}} end
+local at = redis.call('HGET', KEYS[1], 'created_at') or ''
+local mark = redis.call('HGET', KEYS[4], ARGV[1])
+mark = mark and cjson.decode(mark)
+if mark and mark.w == ARGV[3] then
+  local counts = {}
+  for i, u in ipairs(mark.g) do counts[i] = tonumber(redis.call('HGET', KEYS[3], u) or 0) end
+  return {status, stored, mark.d, counts}
+end
+local debt, open = {}, {}
+if mark and mark.at == at then
+  for _, u in ipairs(mark.g) do
+    if redis.call('HEXISTS', KEYS[2], u) == 0 then open[#open + 1] = u end
+  end
+  if #open == 1 then
+    for _, u in ipairs(mark.d) do
+      if u == open[1] then redis.call('HINCRBY', KEYS[3], u, 1) end
+    end
+  elseif #open > 1 then
+    for _, u in ipairs(open) do
+      if redis.call('HINCRBY', KEYS[3], u, -1) <= 0 then redis.call('HDEL', KEYS[3], u) end
+    end
+    debt = open
+  end
+end
+local size = #open > 0 and 1 or tonumber(ARGV[2])
+local group, counts = {}, {}
+for i = 1, math.min(size, #todo) do
+  group[i] = todo[i]
+  counts[i] = redis.call('HINCRBY', KEYS[3], todo[i], 1)
+end
+if #group > 0 then
+  local new = {at = at, g = group, d = debt, w = ARGV[3]}
+  redis.call('HSET', KEYS[4], ARGV[1], cjson.encode(new))
+else
+  redis.call('HDEL', KEYS[4], ARGV[1])
+end
+return {status, stored, debt, counts}
+"""
+
+# The next group, one EVAL in the MULTI that stores the last one's results. KEYS as above;
+# ARGV: the chunk id, GroupChange as JSON. Counts an attempt at each unit joining the open
+# group (0 for a unit with a result: a second delivery stored it), takes back those leaving it
+# unrun, and records the group (none open: the mark goes).
+NEXT_GROUP = """
+local change = cjson.decode(ARGV[2])
+local mark = redis.call('HGET', KEYS[4], ARGV[1])
+if mark and cjson.decode(mark).w == change.write then
+  local counts = {}
+  for i, u in ipairs(change.joining) do
+    counts[i] = tonumber(redis.call('HGET', KEYS[3], u) or 0)
+  end
+  return counts
+end
+for _, u in ipairs(change.leaving) do
+  if redis.call('HEXISTS', KEYS[2], u) == 0 and redis.call('HINCRBY', KEYS[3], u, -1) <= 0 then
+    redis.call('HDEL', KEYS[3], u)
+  end
+end
+local counts = {}
+for i, u in ipairs(change.joining) do
+  counts[i] = 0
+  if redis.call('HEXISTS', KEYS[2], u) == 0 then
+    counts[i] = redis.call('HINCRBY', KEYS[3], u, 1)
+  end
+end
+if #change.group > 0 then
+  local at = redis.call('HGET', KEYS[1], 'created_at') or ''
+  local new = {at = at, g = change.group, d = change.debt, w = change.write}
+  redis.call('HSET', KEYS[4], ARGV[1], cjson.encode(new))
+else
+  redis.call('HDEL', KEYS[4], ARGV[1])
+end
+return counts
 """
 
 
+class ChunkStart(NamedTuple):
+    """What a chunk read as it started (Store.read_chunk_start's reply)."""
+
+    status: str | None  # the batch's status; None: no such batch
+    stored: list[bool]  # per unit of the chunk: it has a result (a later delivery skips it)
+    debt: list[str]  # units of a group whose worker died: run one per group (blame, above)
+    counts: list[int]  # attempts at the first group's units, counting this one
+
+    @classmethod
+    def parse(cls, reply: list[Any]) -> ChunkStart:
+        status, stored, debt, counts = reply
+        return cls(status or None, [bool(s) for s in stored], list(debt), list(counts))
+
+
+class GroupChange(NamedTuple):
+    """The chunk's next open group (tasks/execute_chunk.py), all unit ids."""
+
+    joining: list[str]  # join the group: an attempt counted now, before they run
+    leaving: list[str]  # leave it unrun: their attempts taken back
+    group: list[str]  # the group from now on (empty: none open)
+    debt: list[str]  # units still owing a dead worker's crash
+    write: str  # this write's id, unique: sent again, it changes nothing
+
+
 class SaveReply(NamedTuple):
-    """What Store.save_unit read back in its round trip."""
+    """What Store.save_units read back in its round trip."""
 
     status: str | None  # the batch's status (a worker stops a cancelled batch's chunk)
     all_stored: bool  # every unit of the batch has a result: the reducer can start
-    next_attempts: int  # attempts at the next unit, counting the one now starting
+    counts: list[int]  # attempts at the units that joined the group, counting this one
 
 
 class UnitResults(StoreBase):
-    def count_attempt(self, pipe: Any, batch_id: str, unit_id: str) -> None:
-        """Queue on `pipe`: one more attempt at `unit_id`, unless it already has a result (a
-        chunk delivered again skips it: nothing runs, nothing is counted). Its reply is the
-        count, 0 for a stored unit. EVAL, not EVALSHA: no extra round trip to load it."""
-        keys = self.keys
-        pipe.eval(COUNT_ATTEMPT, 2, keys.units(batch_id), keys.attempts(batch_id), unit_id)
+    def read_chunk_start(
+        self,
+        pipe: Any,
+        batch_id: str,
+        chunk_id: str,
+        unit_ids: Sequence[str],
+        group: int,
+        write: str,
+    ) -> None:
+        """Queue on `pipe` a chunk's start (CHUNK_START above), its first group at most `group`
+        units, `write` a unique id; ChunkStart.parse its reply. EVAL, not EVALSHA: no extra
+        round trip to load it."""
+        keys = self._group_keys(batch_id)
+        pipe.eval(CHUNK_START, len(keys), *keys, chunk_id, group, write, *unit_ids)
 
-    def read_chunk_start(self, pipe: Any, batch_id: str, unit_ids: Sequence[str]) -> None:
-        """Queue on `pipe` what a chunk reads as it starts: the batch's status, the results
-        stored for its units (None where none) and an attempt at its first unit, counted now:
-        it is the one to run unless the chunk was delivered before (then it has a result, and
-        nothing is counted)."""
-        pipe.hget(self.keys.batch(batch_id), "status")
-        pipe.hmget(self.keys.units(batch_id), unit_ids)
-        self.count_attempt(pipe, batch_id, unit_ids[0])
+    def _group_keys(self, batch_id: str) -> list[str]:
+        keys = self.keys
+        return [
+            keys.batch(batch_id),
+            keys.units(batch_id),
+            keys.attempts(batch_id),
+            keys.groups(batch_id),
+        ]
 
     def reset_attempts(self, batch_id: str, unit_ids: Sequence[str]) -> None:
         """A resubmission gives retried units a fresh count of attempts."""
@@ -64,56 +185,69 @@ class UnitResults(StoreBase):
             stored, infra = pipe.execute()
         return set(stored) - set(infra)
 
-    def save_unit(
+    def save_unit(self, batch_id: str, result: UnitResult, log: str = "") -> SaveReply:
+        """Store one unit's result (the reducer's for a lost unit; a worker's go in groups)."""
+        return self.save_units(batch_id, [(result, log)])
+
+    def save_units(
         self,
         batch_id: str,
-        result: UnitResult,
-        log: str = "",
-        next_unit: str | None = None,
+        runs: Sequence[tuple[UnitResult, str]],
+        chunk: tuple[str, GroupChange] | None = None,
         also: Callable[[Any], None] | None = None,
     ) -> SaveReply:
-        """Store a unit's result; in the same round trip, read the batch's status and progress
-        and count an attempt of `next_unit` (the one the worker starts next), so a chunk costs
-        one Redis round trip per unit (docs/performance.md). `also(pipeline)` adds commands
-        that run after these (a chunk forgets itself with its last result)."""
-        keys, unit_id = self.keys, result.unit_id
-        # Keyed by unit id: a redelivered unit overwrites its own result, never adds one; the
-        # set of failed unit ids follows the latest result, so error counts stay exact too.
+        """Store units' results and what they printed in one MULTI/EXEC, one fsynced write;
+        in it, `chunk` (its id, its next group: NEXT_GROUP above) and the batch's status and
+        progress read back. `also(pipeline)` adds commands that run after these (a chunk
+        forgets itself with its last results)."""
+        keys = self.keys
         with self.r.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.units(batch_id), unit_id, result.model_dump_json())
-            if log:
-                pipe.hset(keys.logs(batch_id), unit_id, log)
-            else:
-                pipe.hdel(keys.logs(batch_id), unit_id)
-            if result.status == "error":
-                pipe.sadd(keys.errors(batch_id), unit_id)
-            else:
-                pipe.srem(keys.errors(batch_id), unit_id)
-            if result.error_kind == "infrastructure":
-                pipe.sadd(keys.infra(batch_id), unit_id)
-            else:
-                pipe.srem(keys.infra(batch_id), unit_id)
+            queued = self._queue_results(pipe, batch_id, runs)
+            if chunk is not None:
+                change = json.dumps(chunk[1]._asdict())
+                group_keys = self._group_keys(batch_id)
+                pipe.eval(NEXT_GROUP, len(group_keys), *group_keys, chunk[0], change)
+                queued += 1
             pipe.hget(keys.batch(batch_id), "status")
             pipe.hlen(keys.units(batch_id))
             pipe.hget(keys.batch(batch_id), "total")
-            if next_unit is not None:
-                self.count_attempt(pipe, batch_id, next_unit)
             if also is not None:
                 also(pipe)
             replies = pipe.execute()
-        status, stored, total = replies[4:7]
-        attempts = int(replies[7]) if next_unit is not None else 0
+        counts = list(replies[queued - 1]) if chunk is not None else []
+        status, stored, total = replies[queued : queued + 3]
         done = total is not None and int(stored) >= int(total)
-        return SaveReply(status=status, all_stored=done, next_attempts=attempts)
+        return SaveReply(status=status, all_stored=done, counts=counts)
 
-    def begin_unit(self, batch_id: str, unit_id: str) -> tuple[str | None, int]:
-        """(the batch's status, attempts at `unit_id` counting this one): before a chunk's
-        first unit; save_unit(next_unit=...) does the same for each later one."""
-        with self.r.pipeline(transaction=False) as pipe:
-            pipe.hget(self.keys.batch(batch_id), "status")
-            self.count_attempt(pipe, batch_id, unit_id)
-            status, attempts = pipe.execute()
-        return status, int(attempts)
+    def _queue_results(
+        self, pipe: Any, batch_id: str, runs: Sequence[tuple[UnitResult, str]]
+    ) -> int:
+        """Queue the results on `pipe`; returns how many commands that took. Keyed by unit id:
+        a redelivered unit overwrites its own result, never adds one; the sets of failed unit
+        ids follow the latest result, so error counts stay exact too."""
+        if not runs:
+            return 0
+        keys = self.keys
+        ids = [r.unit_id for r, _ in runs]
+        logs = {r.unit_id: log for r, log in runs if log}
+        errors = {r.unit_id for r, _ in runs if r.status == "error"}
+        infra = {r.unit_id for r, _ in runs if r.error_kind == "infrastructure"}
+        pipe.hset(keys.units(batch_id), mapping={r.unit_id: r.model_dump_json() for r, _ in runs})
+        queued = 1
+        if logs:
+            pipe.hset(keys.logs(batch_id), mapping=logs)
+            queued += 1
+        for command, key, members in (
+            (pipe.hdel, keys.logs(batch_id), [u for u in ids if u not in logs]),
+            (pipe.sadd, keys.errors(batch_id), [u for u in ids if u in errors]),
+            (pipe.srem, keys.errors(batch_id), [u for u in ids if u not in errors]),
+            (pipe.sadd, keys.infra(batch_id), [u for u in ids if u in infra]),
+            (pipe.srem, keys.infra(batch_id), [u for u in ids if u not in infra]),
+        ):
+            if members:
+                command(key, *members)
+                queued += 1
+        return queued
 
     def unit_results(self, batch_id: str) -> dict[str, UnitResult]:
         return {

@@ -22,6 +22,7 @@ from tasks.execute import (
     limit_memory,
     watch_for_shutdown,
 )
+from tasks.execute_chunk import Record, run_in_groups
 from tasks.provenance import finished_provenance
 from tasks.settings import ArenaSettings, current_settings
 from tasks.store import BatchInfo, Store
@@ -94,46 +95,25 @@ def _on_worker_process_shutdown(pid: int | None = None, **_: Any) -> None:
 
 @app.task(name="arena.run_chunk", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
-    """Run the chunk's units that have no stored result yet; each result is stored as it lands
-    (retried through a Redis outage: the message is acknowledged only after). The last chunk
-    of a batch to finish starts the reducer.
+    """Run the chunk's units that have no stored result yet, their results stored in groups
+    (tasks/execute_chunk.py; retried through a Redis outage: the message is acknowledged only
+    after). The last chunk of a batch to finish starts the reducer.
 
     Redis round trips: one to register the chunk (reading the batch's status and which units
-    are stored, counting the first unit's attempt), one per unit (its result and the next
-    unit's attempt, or with the last, forgetting the chunk): a one-unit task pays two
-    (docs/performance.md)."""
+    are stored, counting the first group's attempts), one per group of units (their results
+    and the next group's attempts, or with the last, forgetting the chunk): a chunk of tiny
+    units pays two (docs/performance.md)."""
     settings = current_settings()
     db = store(settings)
     parsed = [Unit.model_validate(u) for u in units]
     if not parsed:
         return 0
-    ids = [u.id for u in parsed]
     refusal = _refusal(parsed, settings)
-
-    all_stored = False
-    read = partial(db.read_chunk_start, batch_id=batch_id, unit_ids=ids)
-    beat = liveness.heartbeat(
-        db, batch_id, chunk_id, ids, parsed[0].queue, settings.heartbeat_s, read
-    )
-    with beat as registered:
-        status, present, attempts = registered.replies
-        if status in (None, "cancelled"):
-            return 0
-        todo = [u for u, v in zip(parsed, present, strict=True) if v is None]
-        if todo and todo[0].id != ids[0]:
-            status, attempts = db.begin_unit(batch_id, todo[0].id)
-        for index, unit in enumerate(todo):
-            if status == "cancelled":
-                break
-            run = _run_or_refuse(db, batch_id, unit, refusal, attempts, settings.max_deliveries)
-            following = todo[index + 1].id if index + 1 < len(todo) else None
-            forget = registered.forget_in if following is None else None
-            status, all_stored, attempts = db.save_unit(
-                batch_id, run.result, run.log, following, also=forget
-            )
-            registered.forgotten = forget is not None
-            _count(unit, run.result)
-    if all_stored or (not todo and db.all_stored(batch_id)):
+    run = partial(_run_or_refuse, refusal=refusal, max_attempts=settings.max_deliveries)
+    ended = run_in_groups(db, batch_id, chunk_id, parsed, settings.heartbeat_s, run, _count)
+    if ended.skipped:
+        return 0
+    if ended.all_stored or (not ended.todo and db.all_stored(batch_id)):
         reduce_batch.delay(batch_id)
     return len(parsed)
 
@@ -146,12 +126,8 @@ def _count(unit: Unit, result: UnitResult) -> None:
         metrics.EMULATOR_FRAMES.labels(unit.workload).inc(frames)
 
 
-def _record(db: Store, batch_id: str, run: UnitRun) -> None:
-    db.save_unit(batch_id, run.result, run.log)
-
-
 def _run_or_refuse(
-    db: Store, batch_id: str, unit: Unit, refusal: str | None, attempts: int, max_attempts: int
+    unit: Unit, attempts: int, record: Record, refusal: str | None, max_attempts: int
 ) -> UnitRun:
     if refusal:
         return UnitRun(error_result(unit, refusal, kind="infrastructure"), "")
@@ -162,7 +138,7 @@ def _run_or_refuse(
             "exhausts its worker does this too: see arena logs)"
         )
         return UnitRun(error_result(unit, reason, kind="infrastructure"), "")
-    return execute_unit(get_workload(unit.workload), unit, partial(_record, db, batch_id))
+    return execute_unit(get_workload(unit.workload), unit, record)
 
 
 def _refusal(units: list[Unit], settings: ArenaSettings) -> str | None:
