@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from arena.embedded import embedded_redis
 from tasks import execute_chunk
 from tasks.execute import UnitRun, error_result, unit_result
 from tasks.execute_chunk import Record, run_in_groups
+from tasks.refusal import refused_writes
 from tasks.store import ChunkStart, GroupChange, Store
 from tasks.workloads.base import Unit
 
@@ -116,7 +118,8 @@ def test_a_chunk_of_tiny_units_writes_its_results_once(db: Store, url: str, tmp_
     stored, attempts, open_group = state(db)
     assert stored == set(ids(*range(10))) and attempts == dict.fromkeys(ids(*range(10)), 1)
     assert not open_group and db.logs(BATCH)[ids(3)[0]] == f"log {ids(3)[0]}"
-    # Registration (the first group's counts, one EVAL) and one MULTI of the ten results.
+    # Two writes: the registration (the first group's counts, one EVAL beside its beat) and
+    # one MULTI storing the ten results (the next group's EVAL and the chunk's end in it).
     calls = {k: v["calls"] for k, v in db.r.info("commandstats").items()}
     assert calls["cmdstat_exec"] == 1 and calls["cmdstat_eval"] == 2, calls
     assert deliver(url, tmp_path) == []  # delivered again: nothing runs, nothing is counted
@@ -248,3 +251,27 @@ def test_a_write_sent_again_changes_nothing(db: Store):
     assert saved[0] == saved[1] and saved[0].counts == [1, 1]
     assert state(db)[1] == dict.fromkeys(ids(0, 1, 2, 3, 4), 1)
     assert db.r.scard(db.k_errors(BATCH)) == 0 and len(db.result_unit_ids(BATCH)) == 3
+
+
+@pytest.mark.parametrize("write", ["start", "save"])
+def test_a_refused_write_is_said_to_be_one(db: Store, write: str):
+    """Redis out of memory refuses a chunk's writes with an error tasks/refusal.py knows, so
+    the worker waits for it as for an outage (a script's own error, raised inside the script,
+    would fail the chunk at once): each write leads with a plain write command."""
+    db.r.set("ballast", "x" * 10_000)
+    db.r.config_set("maxmemory", 1)
+    try:
+        with pytest.raises(redis.ResponseError) as refused:
+            if write == "start":
+                db.register_chunk(BATCH, CHUNK, {}, partial(start_read, db))
+            else:
+                change = GroupChange(joining=ids(1), leaving=[], group=ids(1), debt=[], write="w")
+                db.save_units(BATCH, [(unit_result(units()[0], status="ok"), "")], (CHUNK, change))
+    finally:
+        db.r.config_set("maxmemory", 0)
+    assert refused_writes(refused.value) is not None, refused.value
+    assert state(db) == (set(), {}, False)  # nothing was written
+
+
+def start_read(db: Store, pipe: object) -> None:
+    db.read_chunk_start(pipe, BATCH, CHUNK, ids(*range(10)), group=10, write="w")
