@@ -19,7 +19,7 @@ from prometheus_client import Counter
 from starlette.types import ASGIApp
 
 from arena.service.replays import Busy, Replays
-from arena.web import page, routes
+from arena.web import batch_page, page, pictures, routes
 from arena.web.front_door import FrontDoor, Tokens
 from arena.web.html import csp_hash
 from arena.web.models import SPEC_MODEL, Error
@@ -98,6 +98,8 @@ def create_app(settings: ArenaSettings) -> FastAPI:
     app.add_exception_handler(Busy, busy)
     app.include_router(routes.router)
     app.include_router(page.router)
+    app.include_router(pictures.router)
+    app.include_router(batch_page.router)
     if settings.api_docs:
         docs_route(app)
     publish_spec_schema(app)

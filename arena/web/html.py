@@ -8,7 +8,6 @@ import base64
 import hashlib
 import html
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from arena.service.numbers import format_value, with_interval
@@ -25,7 +24,12 @@ border-radius:6px;padding:.8em;margin:.8em 0}.card h2{margin:.2em 0}
 .card.good{border-left:8px solid #2e9e44}.card.fair{border-left:8px solid #e0b020}
 .card.poor{border-left:8px solid #d0342c}pre{background:#f6f6f6;padding:.5em;
 overflow-x:auto;max-height:20em}.dim{display:flex;gap:.6em;align-items:center}
-.dim label{width:6em}svg.spark{vertical-align:middle}
+.dim label{width:6em}
+figure.picture{margin:1em 0}figure.picture img{max-width:100%;height:auto}
+figure.picture figcaption{font-size:.85em;color:#555}td.trend figure{margin:0}
+td.trend img{width:15em;height:auto}figure.best-episode img{width:384px;image-rendering:pixelated}
+progress.units{width:24em;height:1em;vertical-align:middle}td.reason{text-align:left}
+tr.unit.waiting td{color:#999}tr.unit.error td.status{color:#d0342c;font-weight:bold}
 """
 # Bound to the form here rather than in an onsubmit attribute: the page's Content-Security-Policy
 # admits this one script (by its hash), and no inline event handler.
@@ -42,16 +46,52 @@ for (const form of document.querySelectorAll('form.merge')) {
 }
 """
 
+# The batch page's live progress: GET /batches/{id} every 2 s (connect-src 'self'), shown in
+# its progress bar, counts and status; the page loads again when the batch ends, or when units
+# finished and it is 10 s old (its unit table and timeline are the server's).
+POLL_JS = """
+const live = document.getElementById('live');
+if (live) {
+  const loaded = Date.now();
+  const finished = JSON.parse(live.dataset.finished);
+  const poll = async () => {
+    try {
+      const answer = await fetch(live.dataset.url, {headers: {'Accept': 'application/json'}});
+      if (answer.ok) {
+        const batch = (await answer.json()).batch;
+        const bar = document.querySelector('progress.units');
+        bar.max = batch.total;
+        bar.value = batch.completed;
+        document.querySelector('.counts').textContent =
+          batch.completed + '/' + batch.total + ' units, ' + batch.errors + ' errors';
+        document.querySelector('.status').textContent = batch.status;
+        const moved = batch.completed !== Number(live.dataset.completed);
+        if (finished.includes(batch.status) || (moved && Date.now() - loaded > 10000)) {
+          location.reload();
+          return;
+        }
+      }
+    } catch (error) {
+      // the API is away for a moment: ask again
+    }
+    setTimeout(poll, 2000);
+  };
+  setTimeout(poll, 2000);
+}
+"""
+
 
 def csp_hash(source: str) -> str:
     """A CSP source admitting exactly this inline script or style."""
     return f"'sha256-{base64.b64encode(hashlib.sha256(source.encode()).digest()).decode()}'"
 
 
-# The page loads nothing from elsewhere: its one style sheet and one script are inline and
-# admitted by hash (no 'unsafe-inline'); the merge button fetches this origin; nothing frames it.
+# The page loads nothing from elsewhere: its one style sheet and its two scripts are inline and
+# admitted by hash (no 'unsafe-inline'); the merge button and the batch page's progress fetch
+# this origin; its pictures are this origin's images (img-src); nothing frames it.
 PAGE_CSP = (
-    f"default-src 'none'; style-src {csp_hash(CSS)}; script-src {csp_hash(MERGE_JS)}; "
+    f"default-src 'none'; style-src {csp_hash(CSS)}; "
+    f"script-src {csp_hash(MERGE_JS)} {csp_hash(POLL_JS)}; "
     "connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
     "frame-ancestors 'none'"
 )
@@ -66,13 +106,18 @@ def data(value: Any) -> str:
     return e(json.dumps(value))
 
 
-def layout(title: str, body: str, refresh: bool = False, script: bool = False) -> str:
+def layout(
+    title: str, body: str, refresh: bool = False, script: bool = False, poll: bool = False
+) -> str:
+    """A page: `refresh` reloads it every REFRESH_S, `script` binds the merge button, `poll`
+    follows a running batch (POLL_JS)."""
     meta = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if refresh else ""
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{meta}'
         f"<title>{e(title)} · Arena</title><style>{CSS}</style></head><body>"
         f'<p><a href="/">Arena</a></p><h1>{e(title)}</h1>{body}'
         + (f"<script>{MERGE_JS}</script>" if script else "")
+        + (f"<script>{POLL_JS}</script>" if poll else "")
         + "</body></html>"
     )
 
@@ -107,24 +152,4 @@ def bar(value: Any, cls: str, label: str | None = None) -> str:
         + '<svg class="bar" viewBox="0 0 100 1" preserveAspectRatio="none">'
         f'<rect class="{band(shown)}" width="{width:.1f}" height="1"/></svg>'
         f" {e(format_value(value, 'number'))}</span>"
-    )
-
-
-def sparkline(scores: Sequence[float], width: int = 120, height: int = 24) -> str:
-    """Scores oldest first as an inline SVG polyline (a dot for one point)."""
-    if not scores:
-        return ""
-    low, high = min(scores), max(scores)
-    span = (high - low) or 1.0
-    step = width / max(len(scores) - 1, 1)
-    points = [
-        (i * step if len(scores) > 1 else width / 2, height - 2 - (s - low) / span * (height - 4))
-        for i, s in enumerate(scores)
-    ]
-    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-    last_x, last_y = points[-1]
-    return (
-        f'<svg class="spark" width="{width}" height="{height}" data-points="{data(list(scores))}"'
-        f' viewBox="0 0 {width} {height}"><polyline fill="none" stroke="#36c" stroke-width="1.5"'
-        f' points="{line}"/><circle cx="{last_x:.1f}" cy="{last_y:.1f}" r="2" fill="#36c"/></svg>'
     )

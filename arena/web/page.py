@@ -16,16 +16,16 @@ from urllib.parse import quote
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse, Response
 
-from arena.service import boards, races
+from arena.service import boards, pictures, races
 from arena.service.batches import recent_batches
 from arena.service.boards import Board
 from arena.service.numbers import format_value, stat
-from arena.web.html import PAGE_CSP, band, bar, data, e, interval, layout, number, sparkline
+from arena.web.figures import CAPTIONS, board_figures, figure, replay_figure, trends
+from arena.web.html import PAGE_CSP, band, bar, data, e, interval, layout, number
 from arena.web.state import ApiState, not_found
 from tasks.records import FINISHED, BatchInfo
 from tasks.store import LeaderboardRow, Store
 from tasks.validation import InputError, RunFailed
-from tasks.workloads import get_workload
 from tasks.workloads.base import PageColumn
 
 __all__ = ["PAGE_CSP", "router"]
@@ -34,11 +34,6 @@ RECENT = 20  # batches on the index
 CHECKS = ("build", "tests", "lint")  # a race check's runs whose output a card shows
 # The page is not the JSON API: its routes stay out of the OpenAPI schema.
 router = APIRouter(include_in_schema=False)
-
-
-def dimensions() -> list[str]:
-    """The race's scored dimensions, as its workload declares them for the page."""
-    return [c.css for c in get_workload("race").board_page_columns()]
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -58,11 +53,17 @@ def index(api: ApiState) -> str:
 
 
 def batch_row(info: BatchInfo) -> str:
-    link = f"/ui/races/{info.id}" if info.workload == "race" else f"/batches/{info.id}"
+    """A batch links its page (its units, progress and report); a race also its scoreboard."""
     label = info.run_id or info.id[:12]
+    scoreboard = (
+        f' (<a class="scoreboard" href="/ui/races/{e(info.id)}">scoreboard</a>)'
+        if info.workload == "race"
+        else ""
+    )
     return (
-        f'<tr class="batch" data-batch="{e(info.id)}"><td class=name><a href="{e(link)}">'
-        f"{e(label)}</a></td><td class=name>{e(info.workload)}</td>"
+        f'<tr class="batch" data-batch="{e(info.id)}"><td class=name>'
+        f'<a href="/ui/batches/{e(info.id)}">{e(label)}</a></td>'
+        f"<td class=name>{e(info.workload)}{scoreboard}</td>"
         f'<td class=name>{e(info.leaderboard)}</td><td class="name status">{e(info.status)}</td>'
         f'<td class="progress" data-value="{data([info.completed, info.total])}">'
         f"{info.completed}/{info.total}</td><td>{info.errors}</td></tr>"
@@ -78,30 +79,36 @@ def cell(column: PageColumn, stats: dict[str, Any]) -> str:
     return number(value, column.fmt, column.css)
 
 
-def replay_link(db: Store, board: str, row: LeaderboardRow) -> str:
+def replay_url(db: Store, board: str, row: LeaderboardRow) -> str | None:
     """A row's best episode, replayed as a GIF (`/ui/replays/...`): the batch that wrote the
     row, and the level when that batch played several."""
     info = db.batch(row.batch)
     if info is None:
-        return "<td></td>"
+        return None
     items = [i if isinstance(i, str) else str(i.get("name")) for i in info.spec.get("items", [])]
     level = next((i for i in items if board.endswith(f"-{i}")), None)
     query = f"?level={quote(level)}" if len(items) > 1 and level else ""
-    url = f"/ui/replays/{quote(row.batch)}/{quote(row.agent)}.gif{query}"
-    return f'<td><a class="replay" href="{e(url)}">replay</a></td>'
+    return f"/ui/replays/{quote(row.batch)}/{quote(row.agent)}.gif{query}"
 
 
-def board_rows(db: Store, board: Board, columns: tuple[PageColumn, ...]) -> str:
-    replays = board.workload is not None and board.workload.replays
+def replay_link(url: str | None) -> str:
+    return f'<td><a class="replay" href="{e(url)}">replay</a></td>' if url else "<td></td>"
+
+
+def board_rows(
+    board: Board,
+    columns: tuple[PageColumn, ...],
+    replays: dict[str, str | None],
+    trend: dict[str, str],
+) -> str:
     rows = []
     for rank, row in enumerate(board.rows, 1):
-        trend = [float(p["score"]) for p in db.history(board.name, row.agent)]
         cells = "".join(cell(c, row.stats) for c in columns)
-        replay = replay_link(db, board.name, row) if replays else ""
+        replay = replay_link(replays.get(row.agent)) if replays else ""
         rows.append(
             f'<tr class="entry" data-agent="{e(row.agent)}"><td class="rank">{rank}</td>'
             f'<td class="name agent">{e(row.agent)}</td>{number(row.score, "number", "score")}'
-            f'{cells}{replay}<td class="trend">{sparkline(trend)}</td></tr>'
+            f'{cells}{replay}<td class="trend">{trend.get(row.agent, "")}</td></tr>'
         )
     return "".join(rows)
 
@@ -114,14 +121,21 @@ def board_page(api: ApiState, name: str) -> str:
         raise not_found(exc) from None
     workload = board.workload
     columns = workload.board_page_columns() if workload else ()
-    heads = [c.header for c in columns] + (
-        ["Best episode"] if workload and workload.replays else []
-    )
+    replays = workload is not None and workload.replays
+    heads = [c.header for c in columns] + (["Best episode"] if replays else [])
+    urls = {r.agent: replay_url(api.db, name, r) for r in board.rows} if replays else {}
+    kinds = pictures.board_kinds(board)
+    trend, legend = trends(api.db, board, kinds)
+    rows = board_rows(board, columns, urls, trend)
+    leader = board.rows[0].agent if board.rows else ""
+    best = urls.get(leader)
+    replay = replay_figure(best, leader) if best else ""
     body = (
         f'<table class="board" data-kind="{e(workload.name if workload else "generic")}">'
         "<tr><th>#</th><th class=name>Agent</th><th>Score</th>"
         + "".join(f"<th>{e(h)}</th>" for h in heads)
-        + f"<th>Trend</th></tr>{board_rows(api.db, board, columns)}</table>"
+        + f"<th>Trend</th></tr>{rows}</table>{legend}"
+        f'<section class="pictures">{board_figures(api.db, board, kinds)}{replay}</section>'
         f'<p>JSON: <a href="/leaderboards/{e(name)}">/leaderboards/{e(name)}</a></p>'
     )
     return layout(f"Leaderboard {name}", body)
@@ -154,7 +168,7 @@ def race_card(
     scores = row.get("scores") or {}
     dims = "".join(
         f'<div class="dim">{bar(scores.get(d), f"dim {d}", d.replace("_", " "))}</div>'
-        for d in dimensions()
+        for d in pictures.race_dimensions()
     )
     outputs = "".join(check_output(c, tails[c]) for c in CHECKS if c in tails)
     notes = "".join(f"<li>{e(n)}</li>" for n in row.get("notes", []))
@@ -194,11 +208,17 @@ def race_page(api: ApiState, batch_id: str) -> str:
         f'<li data-agent="{e(n)}">{e(n)}: {e(why)}</li>'
         for n, why in sorted((summary.get("errors") or {}).items())
     )
+    numbers = pictures.race_picture(summary, pictures.race_dimensions())
+    chart = figure(
+        f"/races/{resolved}/chart", "race", numbers, CAPTIONS["race"], f"race {resolved}"
+    )
     body = (
         f"<p>Task: {e(summary.get('task'))}<br>Base: {e(summary.get('base'))} · verdict "
         f'<b class="verdict">{e(summary.get("verdict"))}</b> · winner '
-        f'<b class="winner">{e(summary.get("winner") or "none")}</b></p>'
+        f'<b class="winner">{e(summary.get("winner") or "none")}</b> · '
+        f'<a href="/ui/batches/{e(resolved)}">units</a></p>'
         + failed_or_review(summary)
+        + (chart if numbers.agents else "")
         + cards
         + (f'<h2>Not scored</h2><ul class="errors">{errors}</ul>' if errors else "")
         + f'<p>JSON: <a href="/races/{e(resolved)}">/races/{e(resolved)}</a></p>'

@@ -28,6 +28,7 @@ from arena.web.app import create_app
 from tasks.settings import ArenaSettings
 from tasks.store import Store
 from tests.api.conftest import AUTH, TOKEN
+from tests.api.picture_checks import check_pictures, expected_timeline
 from tests.integration.conftest import ROOT, WorkerPools, wait_finished
 from tests.needs import unavailable
 from tests.race.projects import agent_spec_entries, git, make_python_repo
@@ -106,6 +107,16 @@ def shoot(page: Any, folder: Path, name: str) -> Path:
     return path
 
 
+def shoot_picture(page: Any, folder: Path, name: str) -> Path:
+    """A screenshot of a picture opened by itself (an SVG document: no full-page size, and a
+    chart on white compresses below MIN_PNG_BYTES): it must not be blank."""
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path))
+    pixels = iio.imread(path)
+    assert (pixels[..., :3] < 200).any(axis=-1).sum() > 2000, f"{path}: a blank screenshot?"
+    return path
+
+
 def check_index(page: Any, http: httpx.Client, ids: dict[str, str]) -> None:
     assert page.title() == "Arena · Arena"
     links = page.locator("ul.boards a").all_inner_texts()
@@ -118,6 +129,8 @@ def check_index(page: Any, http: httpx.Client, ids: dict[str, str]) -> None:
 
 
 def check_board(page: Any, entries: list[dict[str, Any]], kind: str, http: httpx.Client) -> None:
+    from playwright.sync_api import expect
+
     assert page.locator("table.board").get_attribute("data-kind") == kind
     rows = page.locator("tr.entry")
     assert rows.count() == len(entries) > 0
@@ -130,7 +143,8 @@ def check_board(page: Any, entries: list[dict[str, Any]], kind: str, http: httpx
         assert json.loads(score.get_attribute("data-value")) == entry["score"]
         assert score.inner_text() == format_value(entry["score"], "number")
         history = http.get(f"/leaderboards/{board}/history/{entry['agent']}").json()
-        points = json.loads(row.locator("svg.spark").get_attribute("data-points"))
+        trend = json.loads(row.locator("td.trend figure").get_attribute("data-values"))
+        points = [p["score"] for p in trend["agents"][0]["points"]]
         assert points == [p["score"] for p in history["points"]] and points
         assert len(points) == (2 if kind == "mario" else 1)
         stats = entry["stats"]
@@ -146,6 +160,11 @@ def check_board(page: Any, entries: list[dict[str, Any]], kind: str, http: httpx
                 assert gif.status_code == 200 and gif.headers["content-type"] == "image/gif"
                 frames = iio.imread(gif.content, extension=".gif", index=None)
                 assert frames.shape[0] > 5 and frames.shape[1:3] == (240, 256)
+                inline = page.locator("figure.best-episode img")  # the leader's, on the page itself
+                assert inline.get_attribute("src") == row.locator("a.replay").get_attribute("href")
+                page.locator("details.best-episode > summary").click()  # played above: kept
+                expect(inline).to_have_js_property("complete", True, timeout=60_000)
+                assert inline.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [256, 240]
         if kind in ("alympics", "race"):
             bars = stats["categories" if kind == "alympics" else "scores"]
             for category, value in bars.items():
@@ -219,18 +238,22 @@ def test_the_web_page_in_a_browser(
     check_index(page, http, ids)
     saved = [shoot(page, shots, "index")]
     race_board = next(n for n in http.get("/leaderboards").json() if n.startswith("race-"))
-    for board, kind in (
-        ("page-mario-1-1", "mario"),
-        ("page-alympics", "alympics"),
-        (race_board, "race"),
+    for board, kind, pictures in (
+        ("page-mario-1-1", "mario", ["trend", "trend", "episodes"]),
+        ("page-alympics", "alympics", ["trend", "bars", "heatmap"]),
+        (race_board, "race", ["trend"] * 3 + ["bars"]),
     ):
         page.goto(f"{live_server}/ui/leaderboards/{board}")
         check_board(page, http.get(f"/leaderboards/{board}").json()["entries"], kind, http)
+        assert check_pictures(page, http, board) == pictures
         saved.append(shoot(page, shots, board))
+    page.goto(f"{live_server}/leaderboards/page-mario-1-1/charts/trend.svg")  # the nightly trend
+    saved.append(shoot_picture(page, shots, "mario-trend"))
 
     page.goto(f"{live_server}/ui/races/page-race")
     results = http.get("/races/page-race").json()
     check_race(page, results, http)
+    assert check_pictures(page, http, results["batch_id"]) == ["race"]
     saved.append(shoot(page, shots, "race"))
     main = git(repo.path, "rev-parse", "main")
     merge = page.locator("form.merge")
@@ -243,6 +266,9 @@ def test_the_web_page_in_a_browser(
     expect(page.locator("#merge-answer")).to_have_text(re.compile(r"^200: merged clean"))
     assert git(repo.path, "rev-parse", "main") != main
     saved.append(shoot(page, shots, "race-merged"))
+    page.goto(f"{live_server}/ui/batches/page-mario")
+    check_batch_page(page, http, ids["mario"])
+    saved.append(shoot(page, shots, "batch"))
     assert blocked == []
 
     keep = os.environ.get("ARENA_SCREENSHOTS")  # a folder to copy them to (CI artifacts)
@@ -253,6 +279,36 @@ def test_the_web_page_in_a_browser(
     print("screenshots:", *saved)
 
 
+def check_batch_page(page: Any, http: httpx.Client, batch_id: str) -> None:
+    """A finished batch's page: its state, a row per unit as its report has it (status,
+    duration, worker, error kind and reason), each log link and the report link answering."""
+    detail = http.get(f"/batches/{batch_id}").json()
+    batch, units = detail["batch"], detail["report"]["units"]
+    assert page.locator("b.status").inner_text() == batch["status"] == "done"
+    assert page.locator("#live").count() == 0  # nothing to follow
+    counts = json.loads(page.locator("span.counts").get_attribute("data-value"))
+    assert counts == [batch["completed"], batch["total"], batch["errors"]]
+    rows = page.locator("tr.unit")
+    assert rows.count() == len(units) == batch["total"]
+    for i, unit in enumerate(units):
+        shown = json.loads(rows.nth(i).get_attribute("data-value"))
+        assert shown["unit_id"] == unit["unit_id"] == rows.nth(i).get_attribute("data-unit")
+        for key in ("status", "duration_s", "host", "error_kind", "reason"):
+            assert shown[key] == unit[key], key
+        assert rows.nth(i).locator("td.host").inner_text() == unit["host"]
+        link = rows.nth(i).locator("a.log")
+        if unit["log_tail"]:
+            log = http.get(link.get_attribute("href"))
+            assert log.status_code == 200 and log.text.endswith(unit["log_tail"])
+        else:
+            assert link.count() == 0
+    report = http.get(page.locator("a.report").get_attribute("href"))
+    assert report.status_code == 200 and report.json() == detail["report"]
+    assert check_pictures(page, http, batch_id) == ["timeline"]
+    shown = json.loads(page.locator("figure.timeline").get_attribute("data-values"))
+    assert shown == expected_timeline(http, batch_id)
+
+
 def test_the_index_refreshes_while_a_batch_runs(client: TestClient) -> None:
     from tests.api.test_api import small_spec
 
@@ -261,7 +317,7 @@ def test_the_index_refreshes_while_a_batch_runs(client: TestClient) -> None:
     assert index.headers["content-type"].startswith("text/html")
     assert '<meta http-equiv="refresh" content="5">' in index.text
     assert f'data-batch="{sub["batch_id"]}"' in index.text and f">0/{sub['total']}<" in index.text
-    assert '<a href="/batches/' in index.text  # not a race: the link is the JSON
+    assert f'<a href="/ui/batches/{sub["batch_id"]}">' in index.text  # the batch's own page
     for path in ("/ui/leaderboards/nope", "/ui/races/nope", f"/ui/races/{sub['batch_id']}"):
         assert client.get(path).status_code == 404, path
     assert "/ui/races/{batch_id}" not in client.get("/openapi.json").json()["paths"]
