@@ -2,8 +2,8 @@
 `/ui/replays/...`), checked against the stored result, as frames, a GIF or an MP4.
 
 The page's replays run on the API's machine, seconds of CPU that any reader can ask for: each
-episode is played once and its GIF kept (a bounded LRU), and at most a few play at once; a
-request beyond that is refused (`Busy`) instead of queueing more emulators."""
+episode is played once and its GIF kept (a bounded LRU), and one plays at a time (the emulator
+is not thread-safe); a request beyond that is refused (`Busy`) instead of queueing emulators."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from tasks.workloads import stored_units
 from tasks.workloads.base import Unit, UnitResult
 
 KEPT_BYTES = 64 << 20  # GIFs kept: a Mario level's best episode is a few MB at most
-AT_ONCE = 2  # replays playing at once in one API process
+# Replays playing at once in one API process: one, since the emulator (nes-py) is not safe to
+# run from two threads at once (two replays together misplay: "failed to execute opcode").
+AT_ONCE = 1
 RETRY_AFTER_S = 10
 # Fields a replay must reproduce exactly (wall time is the machine's, not the episode's).
 COMPARED = (
@@ -84,9 +86,11 @@ def replay(
         count[0] += 1
 
     protocol = MarioProtocol.model_validate(unit.payload["params"])
-    replayed = replay_episode(
-        unit.item, stored.result["actions"], protocol, unit.env_seed, keep
-    ).model_dump(mode="json")
+    try:
+        played = replay_episode(unit.item, stored.result["actions"], protocol, unit.env_seed, keep)
+    except (KeyError, TypeError, ValueError) as exc:  # a stored log that cannot be played
+        raise RunFailed(f"the stored action log cannot be played again: {exc}") from None
+    replayed = played.model_dump(mode="json")
     differs = [k for k in COMPARED if replayed.get(k) != stored.result.get(k)]
     return replayed, differs, frames
 

@@ -257,3 +257,27 @@ def test_replays_write_a_gif(tmp_path: Any) -> None:
     path = tmp_path / "replay.gif"
     imageio.imwrite(path, frames[::4], extension=".gif")
     assert imageio.imread(path, index=None).shape[1:3] == (240, 256)
+
+
+def test_the_pages_replay_of_a_log_that_cannot_be_played_is_a_refusal_not_a_crash() -> None:
+    """A stored action log that is not one (corrupt, cut short, missing) is RunFailed, which
+    the API answers 409 with the reason, instead of a 500."""
+    from arena.service.replays import replay
+    from tasks.validation import RunFailed
+    from tasks.workloads import get_workload, validate_batch
+    from tasks.workloads.base import UnitResult
+
+    spec = {
+        "workload": "mario",
+        "agents": ["right"],
+        "items": ["1-1"],
+        "protocol": {"episodes": 1, "seed": 5},
+        "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 100},
+    }
+    (unit,) = get_workload("mario").expand(validate_batch(spec))
+    for actions in ("garbage!!", "", None):
+        stored = UnitResult.model_construct(
+            unit_id=unit.id, agent="right", status="ok", result={"actions": actions}
+        )
+        with pytest.raises(RunFailed, match="the stored action log cannot be played again"):
+            replay(unit, stored, 0)

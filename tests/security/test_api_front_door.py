@@ -510,6 +510,7 @@ def test_a_replay_is_played_once_and_few_play_at_once(
     taken = 0
     while replays.playing.acquire(blocking=False):
         taken += 1
+    assert taken == 1  # one at a time: the emulator is not safe to run in two threads
     try:
         busy = client.get(f"/ui/replays/{batch_id}/right.gif?level=1-1")
         assert busy.status_code == 503 and busy.headers["retry-after"].isdigit()
