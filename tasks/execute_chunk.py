@@ -103,10 +103,12 @@ class Groups:
     status: str | None = None
     all_stored: bool = False
     writing: bool = False
+    marked: bool = True  # the chunk's open group is recorded in Redis
 
     def __post_init__(self) -> None:
         self.status = self.start.status
         self.counted = len(self.start.counts)
+        self.marked = self.counted > 1 or bool(self.start.debt)  # CHUNK_START's rule
         self.attempts = {u.id: n for u, n in zip(self.todo, self.start.counts, strict=False)}
         self.owed = set(self.start.debt)
 
@@ -163,8 +165,11 @@ class Groups:
         )
         runs = [(r.result, r.log) for r in self.pending]
         also = self.beat.forget_in if forget else None
+        unmarked = not self.marked and not (change.group or change.leaving)
+        chunk = None if unmarked else (self.chunk_id, change)  # no mark to change
         self.writing = True
-        reply = self.db.save_units(self.batch_id, runs, (self.chunk_id, change), also)
+        reply = self.db.save_units(self.batch_id, runs, chunk, also)
+        self.marked = bool(change.group)  # NEXT_GROUP records a group, or drops the mark
         self.writing = False
         self.writes += 1
         self.beat.forgotten = self.beat.forgotten or forget

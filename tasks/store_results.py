@@ -21,7 +21,8 @@ from tasks.workloads.base import UnitResult
 # them next kills its worker alone (its units then run one per group). Either way the first
 # group after a crash is one unit. `at`: the batch's creation, so a resubmission (counts reset)
 # ignores what an earlier run left. A write sent again (its reply lost to a Redis restart) finds
-# its own `w` and changes nothing.
+# its own `w` and changes nothing. A first group of one unit owing nothing leaves no mark: its
+# count alone says what a crash needs to know (a one-unit task costs what it did before groups).
 CHUNK_START = """
 local status = redis.call('HGET', KEYS[1], 'status')
 local stored, todo = {}, {}
@@ -60,7 +61,7 @@ for i = 1, math.min(size, #todo) do
   group[i] = todo[i]
   counts[i] = redis.call('HINCRBY', KEYS[3], todo[i], 1)
 end
-if #group > 0 then
+if #group > 1 or #debt > 0 then
   local new = {at = at, g = group, d = debt, w = ARGV[3]}
   redis.call('HSET', KEYS[4], ARGV[1], cjson.encode(new))
 else
@@ -203,7 +204,11 @@ class UnitResults(StoreBase):
         keys = self.keys
         with self.r.pipeline(transaction=True) as pipe:
             queued = self._queue_results(pipe, batch_id, runs)
-            if chunk is not None:
+            closing = chunk is not None and not (chunk[1].joining or chunk[1].leaving)
+            if chunk is not None and closing and not chunk[1].group:
+                pipe.hdel(keys.groups(batch_id), chunk[0])  # the group closes, none opens
+                queued += 1
+            elif chunk is not None:
                 change = json.dumps(chunk[1]._asdict())
                 group_keys = self._group_keys(batch_id)
                 pipe.eval(NEXT_GROUP, len(group_keys), *group_keys, chunk[0], change)
@@ -214,7 +219,8 @@ class UnitResults(StoreBase):
             if also is not None:
                 also(pipe)
             replies = pipe.execute()
-        counts = list(replies[queued - 1]) if chunk is not None else []
+        counts = replies[queued - 1] if chunk is not None else []
+        counts = counts if isinstance(counts, list) else []
         status, stored, total = replies[queued : queued + 3]
         done = total is not None and int(stored) >= int(total)
         return SaveReply(status=status, all_stored=done, counts=counts)
