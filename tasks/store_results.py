@@ -1,4 +1,5 @@
-"""The Store's unit results: each unit's result, log, error marks and attempts, and the claim
+"""The Store's unit results: each unit's result, log, error marks and attempts, the group of
+units each running chunk has counted and not yet stored (tasks/execute_chunk.py), and the claim
 of the batch's reducer (tasks/keys.py)."""
 
 from __future__ import annotations
