@@ -206,6 +206,8 @@ def redis_benchmark(
         # the 7 figures are read from the end of the line.
         figures = [float(f.strip('"')) for f in lines[1].rsplit(",", 7)[1:]]
         shown = [a if len(a) < 40 else a[:12] + "…" for a in args]
+        if len(shown) > 8:  # one ZADD of a whole board's scores
+            shown = [*shown[:6], f"… ({len(args)} arguments)"]
         if stdin is not None:
             shown.append(f"<{len(stdin) / 1024:,.0f} KiB on stdin>")
         return RawRun(" ".join(shown), pipeline, figures[0], figures[3])
