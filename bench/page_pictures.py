@@ -1,5 +1,5 @@
 """What the page costs at 1,000 rows and 50 agents (docs/api.md, "Pictures"): measured and
-printed, not asserted (`python -m tests.api.measure_pictures`; it needs Debian's chromium and
+printed, not asserted (`.venv/bin/python bench/page_pictures.py`; it needs Debian's chromium and
 the playwright package, as tests/api/test_page.py does).
 
 A Mario board of 50 agents evaluated on 20 nights: 1,000 history points, each night a batch of
