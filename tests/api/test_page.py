@@ -107,6 +107,16 @@ def shoot(page: Any, folder: Path, name: str) -> Path:
     return path
 
 
+def keep_screenshots(saved: list[Path]) -> None:
+    """The test's screenshots copied to ARENA_SCREENSHOTS, a folder for CI's artifacts, if set."""
+    keep = os.environ.get("ARENA_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for path in saved:
+            shutil.copy(path, Path(keep) / path.name)
+    print("screenshots:", *saved)
+
+
 def shoot_picture(page: Any, folder: Path, name: str) -> Path:
     """A screenshot of a picture opened by itself (an SVG document: no full-page size, and a
     chart on white compresses below MIN_PNG_BYTES): it must not be blank."""
@@ -271,12 +281,7 @@ def test_the_web_page_in_a_browser(
     saved.append(shoot(page, shots, "batch"))
     assert blocked == []
 
-    keep = os.environ.get("ARENA_SCREENSHOTS")  # a folder to copy them to (CI artifacts)
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        for path in saved:
-            shutil.copy(path, Path(keep) / path.name)
-    print("screenshots:", *saved)
+    keep_screenshots(saved)
 
 
 def check_batch_page(page: Any, http: httpx.Client, batch_id: str) -> None:

@@ -8,9 +8,7 @@ and $ARENA_SCREENSHOTS when set)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,12 @@ import pytest
 from tasks.store import Store
 from tests.api.conftest import AUTH
 from tests.api.picture_checks import check_pictures
-from tests.api.test_page import browser, live_server, shoot  # noqa: F401 (fixtures)
+from tests.api.test_page import (  # noqa: F401 (fixtures)
+    browser,
+    keep_screenshots,
+    live_server,
+    shoot,
+)
 from tests.integration.conftest import WorkerPools, wait_finished
 
 pytestmark = pytest.mark.integration
@@ -91,9 +94,4 @@ def test_a_running_batch_is_followed_live(
     saved.append(shoot(page, shots, "batch-done"))
     assert blocked == []
 
-    keep = os.environ.get("ARENA_SCREENSHOTS")  # a folder to copy them to (CI artifacts)
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        for path in saved:
-            shutil.copy(path, Path(keep) / path.name)
-    print("screenshots:", *saved)
+    keep_screenshots(saved)
