@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -83,7 +84,9 @@ def _semaphore(endpoint: str, concurrent: int | None) -> Iterator[None]:
     if concurrent is None:
         yield
         return
-    semaphore = _semaphores.setdefault((endpoint, concurrent), threading.BoundedSemaphore(concurrent))
+    semaphore = _semaphores.setdefault(
+        (endpoint, concurrent), threading.BoundedSemaphore(concurrent)
+    )
     with semaphore:
         yield
 
@@ -95,8 +98,9 @@ def _per_minute(amount: int | None) -> Any:
 _memory = MemoryStorage()
 
 
-def memory_gate(endpoint: str, limits: LlmLimits) -> WindowGate:
-    """This process's gate (the in-process run: one process is the whole cluster)."""
+def memory_gate(endpoint: str, limits: LlmLimits, lease_s: float | None = None) -> WindowGate:
+    """This process's gate (the in-process run: one process is the whole cluster). `lease_s`
+    (a GateFactory's third argument) is unused: a process's semaphore needs no lease."""
     return WindowGate(_memory, endpoint, limits)
 
 
@@ -132,3 +136,29 @@ class LocalSpend:
     def add(self, usd: float) -> float:
         self.total += usd
         return self.total
+
+    def spent(self) -> float:
+        return self.total
+
+
+# (endpoint, limits, lease_s) -> the endpoint's gate; lease_s: how long a concurrency slot
+# outlives a worker killed while holding it (the request's timeout and a margin).
+GateFactory = Callable[[str, LlmLimits, float], Gate]
+
+
+@dataclass(frozen=True)
+class LlmServices:
+    """What an llm agent is given: the cluster's (tasks/llm_services.py, cluster_services) or
+    this process's (local_services)."""
+
+    gate: GateFactory
+    cache: ReplayCache
+    spend: Spend
+
+
+def local_services(data_dir: Path) -> LlmServices:
+    """The in-process run's: a memory gate, the replay cache under data_dir/llm-cache and the
+    spend counted in this process."""
+    return LlmServices(
+        gate=memory_gate, cache=FolderCache(data_dir / "llm-cache"), spend=LocalSpend()
+    )

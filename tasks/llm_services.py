@@ -1,0 +1,208 @@
+"""An llm agent's services shared by the whole cluster through its Redis (workers/llm/services.py
+has the interfaces and the in-process versions): the endpoint's limits (RedisGate), the replay
+cache (RedisReplayCache) and the batch's spend (RedisSpend).
+
+These talk to Redis outside the Store, on the Store's client, and their keys are built here
+(LlmKeys), all under the cluster's prefix:
+  `llm:limits:LIMITER/...` sorted sets: the `limits` library's moving windows (requests and
+  tokens per minute, one per endpoint and limit); `llm:slot:{endpoint}:{i}` strings: the
+  endpoint's concurrency slots (redis-py locks, expiring after their lease);
+  `llm:cache:{key}` strings: replay cache entries (JSON, CACHE_TTL_S from their last use);
+  `batch:{id}:llm_spent` string: the batch's spend in US dollars (INCRBYFLOAT).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any
+
+import redis
+from limits.storage import RedisStorage
+from redis.exceptions import LockNotOwnedError
+from redis.lock import Lock
+
+from tasks.keys import Keys
+from workers.llm.config import LlmLimits
+from workers.llm.services import Gate, LlmServices, WindowGate
+from workers.llm.services import local_services as local_services  # the in-process run's
+
+if TYPE_CHECKING:
+    from tasks.store import Store
+
+CACHE_TTL_S = 90 * 24 * 3600  # a replay cache entry lives 90 days from its last use
+SLOT_POLL_S = 0.1  # a worker waiting for a concurrency slot tries again within this
+# With a connection pool, RedisStorage only reads its uri's scheme (`valkey` would pick the
+# valkey client): the pool's connections (the Store's, any URL) are what it talks to.
+LIMITS_URI = "redis://"
+
+
+class LlmKeys:
+    """The llm keys under one prefix (the Store's)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.base = f"{prefix}llm:"
+        self.keys = Keys(prefix)
+
+    def limits(self) -> str:
+        """RedisStorage's key_prefix (it adds `:` and the limit's key)."""
+        return f"{self.base}limits"
+
+    def slot(self, endpoint: str, index: int) -> str:
+        return f"{self.base}slot:{endpoint_id(endpoint)}:{index}"
+
+    def cache(self, key: str) -> str:
+        return f"{self.base}cache:{key}"
+
+    def spent(self, batch_id: str) -> str:
+        return f"{self.keys.batch(batch_id)}:llm_spent"
+
+
+def endpoint_id(endpoint: str) -> str:
+    """An endpoint's name as a key part: a readable part (no user or password of a URL; only
+    letters, digits, `.` and `-`) and a hash of the whole name."""
+    readable = re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*@", "", endpoint)
+    readable = re.sub(r"[^A-Za-z0-9.-]+", "_", readable).strip("_")[:48]
+    digest = hashlib.sha256(endpoint.encode()).hexdigest()[:16]
+    return f"{readable}-{digest}" if readable else digest
+
+
+def limit_storage(client: redis.Redis, prefix: str) -> RedisStorage:
+    """The `limits` library's storage on the client's connection pool (its retries included)."""
+    return RedisStorage(
+        LIMITS_URI, connection_pool=client.connection_pool, key_prefix=LlmKeys(prefix).limits()
+    )
+
+
+class RedisGate(WindowGate):
+    """The endpoint's requests and tokens per minute in moving windows in Redis (the `limits`
+    library), shared by every worker; its concurrency by `limits.concurrent` redis-py locks
+    that expire `lease_s` after the request went out, so a killed worker's slot frees itself.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        endpoint: str,
+        limits: LlmLimits,
+        lease_s: float,
+        storage: RedisStorage | None = None,
+    ) -> None:
+        super().__init__(storage or limit_storage(client, prefix), endpoint_id(endpoint), limits)
+        self.client, self.lease_s = client, lease_s
+        keys = LlmKeys(prefix)
+        self.slot_keys = [keys.slot(endpoint, i) for i in range(limits.concurrent or 0)]
+        self._held = threading.local()  # this thread's slots: [lock] holders, innermost last
+
+    @contextmanager
+    def slot(self, tokens: int) -> Iterator[None]:
+        with super().slot(tokens):
+            self._renew()
+            yield
+
+    @contextmanager
+    def concurrent_slot(self) -> Iterator[None]:
+        if not self.slot_keys:
+            yield
+            return
+        held = [self._acquire()]
+        stack = self._stack()
+        stack.append(held)
+        try:
+            yield
+        finally:
+            stack.remove(held)
+            with suppress(LockNotOwnedError):  # its lease ran out: nothing of ours to release
+                held[0].release()
+
+    def _stack(self) -> list[list[Lock]]:
+        if not hasattr(self._held, "stack"):
+            self._held.stack = []
+        stack: list[list[Lock]] = self._held.stack
+        return stack
+
+    def _acquire(self) -> Lock:
+        """Any free slot (from a random one on, so waiters spread), waiting until one is."""
+        count = len(self.slot_keys)
+        while True:
+            first = random.randrange(count)
+            for i in range(count):
+                name = self.slot_keys[(first + i) % count]
+                lock: Lock = self.client.lock(name, timeout=self.lease_s, blocking=False)
+                if lock.acquire():
+                    return lock
+            time.sleep(random.uniform(SLOT_POLL_S / 2, SLOT_POLL_S))
+
+    def _renew(self) -> None:
+        """The lease counts from when the request goes out, not from the wait for the windows
+        (which may be longer than the lease: then the slot is taken again)."""
+        stack = self._stack()
+        if not stack:
+            return
+        held = stack[-1]
+        try:
+            held[0].reacquire()
+        except LockNotOwnedError:
+            held[0] = self._acquire()
+
+
+class RedisReplayCache:
+    """Replay cache entries as JSON strings, each kept CACHE_TTL_S from its last get or put."""
+
+    def __init__(self, client: redis.Redis, prefix: str, ttl_s: int = CACHE_TTL_S) -> None:
+        self.client, self.keys, self.ttl_s = client, LlmKeys(prefix), ttl_s
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        name = self.keys.cache(key)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(name)
+        pipe.expire(name, self.ttl_s)
+        raw, _ = pipe.execute()
+        if raw is None:
+            return None
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            return None
+        return entry if isinstance(entry, dict) else None
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        self.client.set(self.keys.cache(key), json.dumps(entry, sort_keys=True), ex=self.ttl_s)
+
+
+class RedisSpend:
+    """The batch's spend in US dollars, added to by every worker (no expiry: a batch's keys
+    have none)."""
+
+    def __init__(self, client: redis.Redis, prefix: str, batch_id: str) -> None:
+        self.client, self.key = client, LlmKeys(prefix).spent(batch_id)
+
+    def add(self, usd: float) -> float:
+        total: Any = self.client.incrbyfloat(self.key, usd)
+        return float(total)
+
+    def spent(self) -> float:
+        raw: Any = self.client.get(self.key)
+        return float(raw or 0.0)
+
+
+def cluster_services(store: Store, batch_id: str) -> LlmServices:
+    """A worker's services for one batch, on its Store's Redis client and key prefix."""
+    client, prefix = store.r, store.p
+    storage = limit_storage(client, prefix)
+
+    def gate(endpoint: str, limits: LlmLimits, lease_s: float) -> Gate:
+        return RedisGate(client, prefix, endpoint, limits, lease_s, storage)
+
+    return LlmServices(
+        gate=gate,
+        cache=RedisReplayCache(client, prefix),
+        spend=RedisSpend(client, prefix, batch_id),
+    )
