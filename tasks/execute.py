@@ -17,6 +17,7 @@ from tasks.capture import captured_output
 from tasks.provenance import host_name, utc_iso
 from tasks.workloads import get_workload
 from tasks.workloads.base import ErrorKind, Unit, UnitResult, ValidatedBatch, Workload
+from tasks.workloads.llm_agents import for_replay
 from workers.agents import AgentChanged
 from workers.fingerprint import engine_fingerprint
 from workers.sandbox.base import SandboxUnavailable
@@ -165,6 +166,11 @@ def execute_unit(
             if isinstance(exc, SystemExit) and _Shutdown.requested:
                 raise  # the worker is stopping: the unit is redelivered, not failed
             fields = {"status": "error", "reason": describe(exc)[:500], "error_kind": kind_of(exc)}
+            # What a unit measured before it failed and must still report (an llm agent's
+            # paid requests): set by the workload on the exception.
+            partial = getattr(exc, "partial_result", None)
+            if isinstance(partial, dict):
+                fields["result"] = partial
     result = unit_result(
         unit,
         time.perf_counter() - started,
@@ -204,12 +210,16 @@ def kind_of(exc: BaseException) -> ErrorKind:
     return "infrastructure" if isinstance(exc, infrastructure) else "agent"
 
 
-def execute_batch(batch: ValidatedBatch, logs: dict[str, str] | None = None) -> list[UnitResult]:
+def execute_batch(
+    batch: ValidatedBatch, logs: dict[str, str] | None = None, replay_cache: bool = False
+) -> list[UnitResult]:
     """Every unit of a batch in this process, in unit order: the reference a cluster run of the
-    same spec must reproduce. What units printed goes to `logs` (unit id -> text) if given."""
+    same spec must reproduce. What units printed goes to `logs` (unit id -> text) if given;
+    `replay_cache`: llm agents answer from the replay cache (tasks/workloads/llm_agents.py)."""
     workload = get_workload(batch.spec.workload)
+    units = workload.expand(batch)
     results = []
-    for unit in workload.expand(batch):
+    for unit in for_replay(units) if replay_cache else units:
         run = execute_unit(workload, unit)
         results.append(run.result)
         if logs is not None and run.log:

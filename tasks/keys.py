@@ -25,6 +25,12 @@ Leaderboards (tasks/store_boards.py):
   holds; `lb:{name}:version` string: moves whenever the board is written (Store's cache).
 Schedules (tasks/schedules.py):
   `schedules` hash: name -> entry JSON; `schedule:{name}:{slot}` string: a slot's claim.
+LLM agents (tasks/llm_services.py, on the Store's client):
+  `llm:limits:LIMITER/...` sorted sets: the `limits` library's moving windows (requests and
+  tokens per minute, one per endpoint and limit); `llm:slot:{endpoint}:{i}` strings: an
+  endpoint's concurrency slots (redis-py locks, expiring after their lease);
+  `llm:cache:{key}` strings: replay cache entries (JSON, 90 days from their last use);
+  `batch:{id}:llm_spent` string: the batch's spend in US dollars (INCRBYFLOAT).
 Other: `probe:writes` string (a second): whether Redis accepts writes (tasks/refusal.py).
 """
 
@@ -111,6 +117,20 @@ class Keys:
 
     def board_version(self, name: str) -> str:
         return f"{self.board(name)}:version"
+
+    # -- llm agents --------------------------------------------------------------------------
+    def llm_limits(self) -> str:
+        """The `limits` library's key_prefix (it adds `:` and the limit's key)."""
+        return f"{self.prefix}llm:limits"
+
+    def llm_slot(self, endpoint_id: str, index: int) -> str:
+        return f"{self.prefix}llm:slot:{endpoint_id}:{index}"
+
+    def llm_cache(self, key: str) -> str:
+        return f"{self.prefix}llm:cache:{key}"
+
+    def llm_spent(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "llm_spent")
 
     # -- schedules, probes ------------------------------------------------------------------
     def schedules(self) -> str:

@@ -2,13 +2,8 @@
 has the interfaces and the in-process versions): the endpoint's limits (RedisGate), the replay
 cache (RedisReplayCache) and the batch's spend (RedisSpend).
 
-These talk to Redis outside the Store, on the Store's client, and their keys are built here
-(LlmKeys), all under the cluster's prefix:
-  `llm:limits:LIMITER/...` sorted sets: the `limits` library's moving windows (requests and
-  tokens per minute, one per endpoint and limit); `llm:slot:{endpoint}:{i}` strings: the
-  endpoint's concurrency slots (redis-py locks, expiring after their lease);
-  `llm:cache:{key}` strings: replay cache entries (JSON, CACHE_TTL_S from their last use);
-  `batch:{id}:llm_spent` string: the batch's spend in US dollars (INCRBYFLOAT).
+These talk to Redis on the Store's client (the `limits` library and redis-py's locks need a
+client of their own making, not Store methods); their keys are tasks/keys.py's (`llm:...`).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 from limits.storage import RedisStorage
@@ -33,35 +28,11 @@ from workers.llm.config import LlmLimits
 from workers.llm.services import Gate, LlmServices, WindowGate
 from workers.llm.services import local_services as local_services  # the in-process run's
 
-if TYPE_CHECKING:
-    from tasks.store import Store
-
 CACHE_TTL_S = 90 * 24 * 3600  # a replay cache entry lives 90 days from its last use
 SLOT_POLL_S = 0.1  # a worker waiting for a concurrency slot tries again within this
 # With a connection pool, RedisStorage only reads its uri's scheme (`valkey` would pick the
 # valkey client): the pool's connections (the Store's, any URL) are what it talks to.
 LIMITS_URI = "redis://"
-
-
-class LlmKeys:
-    """The llm keys under one prefix (the Store's)."""
-
-    def __init__(self, prefix: str) -> None:
-        self.base = f"{prefix}llm:"
-        self.keys = Keys(prefix)
-
-    def limits(self) -> str:
-        """RedisStorage's key_prefix (it adds `:` and the limit's key)."""
-        return f"{self.base}limits"
-
-    def slot(self, endpoint: str, index: int) -> str:
-        return f"{self.base}slot:{endpoint_id(endpoint)}:{index}"
-
-    def cache(self, key: str) -> str:
-        return f"{self.base}cache:{key}"
-
-    def spent(self, batch_id: str) -> str:
-        return f"{self.keys.batch(batch_id)}:llm_spent"
 
 
 def endpoint_id(endpoint: str) -> str:
@@ -76,7 +47,7 @@ def endpoint_id(endpoint: str) -> str:
 def limit_storage(client: redis.Redis, prefix: str) -> RedisStorage:
     """The `limits` library's storage on the client's connection pool (its retries included)."""
     return RedisStorage(
-        LIMITS_URI, connection_pool=client.connection_pool, key_prefix=LlmKeys(prefix).limits()
+        LIMITS_URI, connection_pool=client.connection_pool, key_prefix=Keys(prefix).llm_limits()
     )
 
 
@@ -97,8 +68,8 @@ class RedisGate(WindowGate):
     ) -> None:
         super().__init__(storage or limit_storage(client, prefix), endpoint_id(endpoint), limits)
         self.client, self.lease_s = client, lease_s
-        keys = LlmKeys(prefix)
-        self.slot_keys = [keys.slot(endpoint, i) for i in range(limits.concurrent or 0)]
+        keys, named = Keys(prefix), endpoint_id(endpoint)
+        self.slot_keys = [keys.llm_slot(named, i) for i in range(limits.concurrent or 0)]
         self._held = threading.local()  # this thread's slots: [lock] holders, innermost last
 
     @contextmanager
@@ -157,10 +128,10 @@ class RedisReplayCache:
     """Replay cache entries as JSON strings, each kept CACHE_TTL_S from its last get or put."""
 
     def __init__(self, client: redis.Redis, prefix: str, ttl_s: int = CACHE_TTL_S) -> None:
-        self.client, self.keys, self.ttl_s = client, LlmKeys(prefix), ttl_s
+        self.client, self.keys, self.ttl_s = client, Keys(prefix), ttl_s
 
     def get(self, key: str) -> dict[str, Any] | None:
-        name = self.keys.cache(key)
+        name = self.keys.llm_cache(key)
         pipe = self.client.pipeline(transaction=False)
         pipe.get(name)
         pipe.expire(name, self.ttl_s)
@@ -174,7 +145,7 @@ class RedisReplayCache:
         return entry if isinstance(entry, dict) else None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        self.client.set(self.keys.cache(key), json.dumps(entry, sort_keys=True), ex=self.ttl_s)
+        self.client.set(self.keys.llm_cache(key), json.dumps(entry, sort_keys=True), ex=self.ttl_s)
 
 
 class RedisSpend:
@@ -182,7 +153,7 @@ class RedisSpend:
     have none)."""
 
     def __init__(self, client: redis.Redis, prefix: str, batch_id: str) -> None:
-        self.client, self.key = client, LlmKeys(prefix).spent(batch_id)
+        self.client, self.key = client, Keys(prefix).llm_spent(batch_id)
 
     def add(self, usd: float) -> float:
         total: Any = self.client.incrbyfloat(self.key, usd)
@@ -193,9 +164,8 @@ class RedisSpend:
         return float(raw or 0.0)
 
 
-def cluster_services(store: Store, batch_id: str) -> LlmServices:
+def cluster_services(client: redis.Redis, prefix: str, batch_id: str) -> LlmServices:
     """A worker's services for one batch, on its Store's Redis client and key prefix."""
-    client, prefix = store.r, store.p
     storage = limit_storage(client, prefix)
 
     def gate(endpoint: str, limits: LlmLimits, lease_s: float) -> Gate:

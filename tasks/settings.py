@@ -91,12 +91,26 @@ class ArenaSettings(BaseSettings):
     repo_remotes: str = ""
     # Most units one batch may expand to (checked before expansion).
     max_units: int = Field(100_000, ge=1, le=100_000_000)
+    # Which API key an `llm` agent may have sent where: "NAME=host|host,NAME=host". A spec names
+    # the variable (api_key_env), never the key; without this a spec could send the operator's
+    # key to a server of its own (docs/alympics.md, "Keys").
+    llm_key_hosts: str = "OPENAI_API_KEY=api.openai.com"
 
     def repo_root_list(self) -> list[Path]:
         return [Path(p.strip()) for p in self.repo_roots.split(",") if p.strip()]
 
     def repo_remote_schemes(self) -> list[str]:
         return [s.strip().lower() for s in self.repo_remotes.split(",") if s.strip()]
+
+    def llm_key_host_map(self) -> dict[str, set[str]]:
+        hosts: dict[str, set[str]] = {}
+        for pair in self.llm_key_hosts.split(","):
+            name, _, listed = pair.partition("=")
+            if name.strip():
+                hosts.setdefault(name.strip(), set()).update(
+                    h.strip().lower() for h in listed.split("|") if h.strip()
+                )
+        return hosts
 
     def api_token_list(self) -> list[str]:
         return [t.strip() for t in self.api_tokens.get_secret_value().split(",") if t.strip()]

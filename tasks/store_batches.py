@@ -79,6 +79,7 @@ class BatchRecords(StoreBase):
             keys.logs(batch_id),
             keys.infra(batch_id),
             keys.plan(batch_id),
+            keys.llm_spent(batch_id),  # a rerun's budget starts from nothing spent
         )
 
     def label_run(self, run_id: str, batch_id: str) -> None:

@@ -17,6 +17,7 @@ from tasks.units import chunk_signature, chunk_time_limits, chunked, reduce_batc
 from tasks.validation import InputError
 from tasks.workloads import get_workload
 from tasks.workloads.base import Unit, ValidatedBatch
+from tasks.workloads.llm_agents import for_replay
 
 __all__ = ["Submission", "cancel", "check_leaderboards", "chunked", "submit"]
 
@@ -55,8 +56,11 @@ def submit(
     resume_running: bool = False,
     visibility_timeout_s: float | None = None,
     run_id: str | None = None,
+    replay_cache: bool = False,
 ) -> Submission:
     """Enqueue the units of `batch` that have no stored result (all of them with `fresh`).
+    `replay_cache`: every unit again (it implies `fresh`), its llm agents answered from the
+    replay cache, never their endpoints.
 
     A batch still running is left alone unless `resume_running` (the embedded cluster, whose
     previous run was interrupted, knows nothing else is working on it).
@@ -64,6 +68,8 @@ def submit(
     workload = get_workload(batch.spec.workload)
     boards = check_leaderboards(store, batch)
     units = workload.expand(batch)
+    if replay_cache:
+        units, fresh = for_replay(units), True
     batch_id = batch.batch_id
     _check_chunk_limits(units, workload.chunk_size, visibility_timeout_s)
     info = store.batch(batch_id)

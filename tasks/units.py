@@ -28,6 +28,7 @@ from tasks.settings import ArenaSettings, current_settings
 from tasks.store import BatchInfo, Store
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import Unit, UnitResult
+from tasks.workloads.llm_agents import ClusterRedis, cluster_redis
 from workers.sandbox.containers import EngineUnavailable, docker_client, reap_orphans
 
 log = get_task_logger(__name__)
@@ -110,12 +111,23 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
         return 0
     refusal = _refusal(parsed, settings)
     run = partial(_run_or_refuse, refusal=refusal, max_attempts=settings.max_deliveries)
-    ended = run_in_groups(db, batch_id, chunk_id, parsed, settings.heartbeat_s, run, _count)
+    # An llm agent's limits, cache and spend are the cluster's (tasks/workloads/llm_agents.py).
+    shared = cluster_redis.set(ClusterRedis(db.r, db.p, partial(_cancel_running, db)))
+    try:
+        ended = run_in_groups(db, batch_id, chunk_id, parsed, settings.heartbeat_s, run, _count)
+    finally:
+        cluster_redis.reset(shared)
     if ended.skipped:
         return 0
     if ended.all_stored or (not ended.todo and db.all_stored(batch_id)):
         reduce_batch.delay(batch_id)
     return len(parsed)
+
+
+def _cancel_running(db: Store, batch_id: str, reason: str) -> None:
+    """An llm agent spent the batch's budget: no unit starts after this (chunks skip)."""
+    if db.status(batch_id) == "running":
+        db.set_status(batch_id, "cancelled", reason)
 
 
 def _count(unit: Unit, result: UnitResult) -> None:

@@ -30,7 +30,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 FingerprintKind = Literal[
-    "source", "distribution", "declared", "file", "builtin", "unversioned", "commit", "image"
+    "source",
+    "distribution",
+    "declared",
+    "file",
+    "builtin",
+    "unversioned",
+    "commit",
+    "image",
+    "model",
 ]
 # Folders never part of an agent's source: caches and version-control data.
 SKIPPED_DIRS = {"__pycache__", ".git", ".hg", ".mypy_cache", ".pytest_cache", ".ruff_cache"}

@@ -14,10 +14,16 @@ from arena.service.waiting import wait
 from tasks.settings import load_settings
 from tasks.store import FINISHED
 
+REPLAY_HELP = (
+    "Rerun every unit with llm agents answered from the replay cache, never their endpoints "
+    "(the batch must have run before)."
+)
+
 
 @click.command("run")
 @click.argument("spec", metavar="SPEC")
 @click.option("--fresh", is_flag=True, help="Rerun every unit, ignoring stored results.")
+@click.option("--replay-cache", is_flag=True, help=REPLAY_HELP)
 @click.option("--workers", type=click.IntRange(min=1, max=1024), help="Embedded workers.")
 @click.option("--quiet", is_flag=True, help="No progress bar or table.")
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
@@ -34,6 +40,7 @@ from tasks.store import FINISHED
 def run_command(
     spec: str,
     fresh: bool,
+    replay_cache: bool,
     workers: int | None,
     quiet: bool,
     as_json: bool,
@@ -47,7 +54,13 @@ def run_command(
     target = check_output_path(output_path) if output_path else None
     batch = batches.load_batch(spec)
     finished = terminal.run_and_show(
-        batch, fresh, workers, quiet or as_json, run_id=run_id, serve_port=serve_port
+        batch,
+        fresh,
+        workers,
+        quiet or as_json,
+        run_id=run_id,
+        serve_port=serve_port,
+        replay_cache=replay_cache,
     )
     if target:
         written = write_report(finished.report, target)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from arena.cli.terminal import OUTPUT_PATH, exit_for, run_and_show
-from arena.service.alympics import BenchmarkResult, benchmark_spec, result_of
+from arena.service.alympics import BenchmarkResult, benchmark_spec, llm_options, result_of
 from arena.service.batches import check_run_id, report_errors, run_in_process
 from arena.service.reports import check_output_file, check_output_path, write_report
 from scoring.alympics import normalise
@@ -42,7 +42,27 @@ def _verbose_lines(result: BenchmarkResult) -> list[str]:
     "agent_name",
     default="builtin",
     show_default=True,
-    help="builtin, package.module:factory, or an http(s):// endpoint.",
+    help="builtin, package.module:factory, an http(s):// endpoint, or llm:MODEL@BASE_URL "
+    "(a chat-completions endpoint, e.g. llm:qwen-7b@http://127.0.0.1:8000/v1).",
+)
+@click.option(
+    "--llm",
+    "llm_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An llm agent's setting, repeatable: api_key_env=OPENAI_API_KEY, "
+    "limits.requests_per_minute=60, prices.prompt_per_1k=0.15, prompt=FILE ... "
+    "(docs/alympics.md).",
+)
+@click.option(
+    "--cost-budget",
+    type=click.FloatRange(min=0, max=1_000_000, min_open=True),
+    help="US dollars the llm agent may spend; then no further match set starts.",
+)
+@click.option(
+    "--replay-cache",
+    is_flag=True,
+    help="Rerun answering the llm agent from the replay cache, never its endpoint.",
 )
 @click.option(
     "--episodes", type=click.IntRange(min=1, max=100_000), help="Override every game's episodes."
@@ -80,6 +100,9 @@ def _verbose_lines(result: BenchmarkResult) -> list[str]:
 )
 def benchmark_command(
     agent_name: str,
+    llm_pairs: tuple[str, ...],
+    cost_budget: float | None,
+    replay_cache: bool,
     episodes: int | None,
     seed: int,
     move_timeout: float | None,
@@ -100,14 +123,22 @@ def benchmark_command(
         check_output_file(output_file, "--output-file")
     report_target = check_output_path(output_path) if output_path else None
     spec = benchmark_spec(
-        agent_name, episodes, seed, move_timeout_s=move_timeout, unit_time_limit_s=unit_time_limit
+        agent_name,
+        episodes,
+        seed,
+        move_timeout_s=move_timeout,
+        unit_time_limit_s=unit_time_limit,
+        llm=llm_options(list(llm_pairs)),
+        cost_budget_usd=cost_budget,
     )
     batch = validate_batch(spec)
     if cluster:
-        finished = run_and_show(batch, False, workers, quiet=True, run_id=run_id)
+        finished = run_and_show(
+            batch, False, workers, quiet=True, run_id=run_id, replay_cache=replay_cache
+        )
         results, report = finished.results, finished.report
     else:
-        report = run_in_process(batch, run_id, settings)
+        report = run_in_process(batch, run_id, settings, replay_cache)
         results = report.units
     result = result_of(batch, results)
     text = "\n".join([result.summary(), *(_verbose_lines(result) if verbose else [])])

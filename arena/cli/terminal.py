@@ -100,6 +100,7 @@ def run_and_show(
     run_id: str | None = None,
     show_boards: bool = True,
     serve_port: int | None = None,
+    replay_cache: bool = False,
 ) -> Finished:
     """Run a batch with a progress bar (none when `quiet`), then print how it ended and, when
     `show_boards`, its leaderboards. `serve_port`: the API and its page on that port meanwhile,
@@ -111,6 +112,7 @@ def run_and_show(
         follow(show=not quiet),
         run_id=run_id,
         beside=(lambda settings: serving(settings, serve_port)) if serve_port else None,
+        replay_cache=replay_cache,
     )
     if not quiet:
         print_batch(finished.info)

@@ -12,20 +12,58 @@ import asyncio
 import re
 from typing import Any
 
+import yaml
+
 from scoring.alympics import GAMES, AlympicsScore, CategoryScore, format_breakdown
 from scoring.alympics_benchmark import MatchMeasures, score_benchmark
 from tasks.execute import execute_batch
 from tasks.validation import InputError
 from tasks.workloads import validate_batch
-from tasks.workloads.alympics import matches_by_agent
+from tasks.workloads.alympics import llm_usages, matches_by_agent
 from tasks.workloads.base import UnitResult, ValidatedBatch
+from tasks.workloads.llm_agents import usage_totals
 
 __all__ = ["BenchmarkResult", "MatchMeasures", "benchmark_spec", "run_alympics", "score_benchmark"]
 
 
-def agent_spec(agent_name: str, timeout_s: float | None = None) -> dict[str, Any]:
-    """`builtin`, `package.module:factory`, or an `http(s)://` endpoint (`timeout_s`: its
-    per-move timeout; other agents are bounded by the unit's time limit)."""
+LLM_AGENT = re.compile(r"^llm:(?P<model>[^@]+)@(?P<url>https?://\S+)$")
+
+
+def llm_options(pairs: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` pairs as an llm spec's fields: a dotted key is nested (limits.concurrent=4),
+    a value is read as YAML (60 is a number, true a boolean)."""
+    fields: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[a-z_]+(\.[a-z_0-9]+)?", key):
+            raise InputError(f"--llm: {pair!r} is not KEY=VALUE (e.g. limits.concurrent=4)")
+        try:
+            parsed = yaml.safe_load(value) if value else value
+        except yaml.YAMLError:
+            parsed = value
+        head, _, tail = key.partition(".")
+        if tail:
+            fields.setdefault(head, {})[tail] = parsed
+        else:
+            fields[head] = parsed
+    return fields
+
+
+def agent_spec(
+    agent_name: str, timeout_s: float | None = None, llm: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`builtin`, `package.module:factory`, an `http(s)://` endpoint (`timeout_s`: its
+    per-move timeout; other agents are bounded by the unit's time limit), or
+    `llm:MODEL@BASE_URL` (`llm`: its other fields, docs/alympics.md)."""
+    model = LLM_AGENT.match(agent_name)
+    if model:
+        name = "llm-" + re.sub(r"[^A-Za-z0-9._-]+", "-", model["model"]).strip("-")
+        config = {"base_url": model["url"], "model": model["model"], **(llm or {})}
+        return {"name": name[:64], "llm": config}
+    if agent_name.startswith("llm:"):
+        raise InputError(f"--agent: {agent_name!r} is not llm:MODEL@http(s)://BASE_URL")
+    if llm:
+        raise InputError("--llm: applies to an llm:MODEL@BASE_URL agent")
     if re.match(r"^https?://", agent_name):
         host = re.sub(r"[^A-Za-z0-9._-]+", "-", agent_name.split("://", 1)[1]).strip("-")
         spec = {"name": f"http-{host}"[:64], "url": agent_name}
@@ -47,6 +85,8 @@ def benchmark_spec(
     suite: str = "alympics_lite",
     move_timeout_s: float | None = None,
     unit_time_limit_s: float | None = None,
+    llm: dict[str, Any] | None = None,
+    cost_budget_usd: float | None = None,
 ) -> dict[str, Any]:
     """The standard protocol (suite's episodes, seed 0, default unit time limit) goes to the
     `alympics` board; any other to a board of its own (`alympics-<protocol fingerprint>`), so
@@ -59,10 +99,11 @@ def benchmark_spec(
     return {
         "workload": "alympics",
         "leaderboard": "alympics" if standard else None,
-        "agents": [agent_spec(agent_name, move_timeout_s)],
+        "agents": [agent_spec(agent_name, move_timeout_s, llm)],
         "items": list(GAMES),
         "protocol": protocol,
-        "params": {"suite": suite, "episodes": episodes},
+        "params": {"suite": suite, "episodes": episodes}
+        | ({"cost_budget_usd": cost_budget_usd} if cost_budget_usd is not None else {}),
     }
 
 
@@ -85,8 +126,22 @@ class BenchmarkResult:
     def categories(self) -> dict[str, CategoryScore]:
         return {str(name): c for name, c in self.score.categories.items()}
 
+    def llm_usage(self) -> dict[str, Any]:
+        """An llm agent's requests, tokens, cost and latency over the benchmark ({} for others)."""
+        return usage_totals(llm_usages(self.results))
+
     def summary(self) -> str:
-        return format_breakdown(self.score)
+        usage = self.llm_usage()
+        if not usage:
+            return format_breakdown(self.score)
+        mean_latency = usage["latency_s"] / usage["requests"] if usage["requests"] else 0.0
+        line = (
+            f"LLM: {usage['requests']:,} requests ({usage['attempts']:,} sent, "
+            f"{usage['reasks']:,} re-asks), {usage['prompt_tokens']:,} prompt + "
+            f"{usage['completion_tokens']:,} completion tokens, ${usage['cost_usd']:.4f}, "
+            f"mean latency {mean_latency:.3f} s"
+        )
+        return f"{format_breakdown(self.score)}\n{line}"
 
     def matches(self) -> list[dict[str, Any]]:
         """Per match set: game, opponent, measures, faults (the verbose view)."""
@@ -96,7 +151,9 @@ class BenchmarkResult:
         ]
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.score.model_dump(mode="json"), "matches": self.matches()}
+        usage = self.llm_usage()
+        extra = {"llm": usage} if usage else {}
+        return {**self.score.model_dump(mode="json"), **extra, "matches": self.matches()}
 
 
 def result_of(batch: ValidatedBatch, results: list[UnitResult]) -> BenchmarkResult:

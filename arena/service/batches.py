@@ -95,11 +95,13 @@ def unit_logs(db: Store, batch_ref: str, agent: str | None) -> tuple[str, list[U
     return info.id, shown
 
 
-def run_in_process(batch: ValidatedBatch, run_id: str | None, settings: ArenaSettings) -> Report:
+def run_in_process(
+    batch: ValidatedBatch, run_id: str | None, settings: ArenaSettings, replay_cache: bool = False
+) -> Report:
     """Run a batch's units in this process, one after another (no Redis, no leaderboard), and
     its report, with the units' logs written to the data folder."""
     created, logs = time.time(), dict[str, str]()
-    results = execute_batch(batch, logs)
+    results = execute_batch(batch, logs, replay_cache)
     folder = log_folder(settings, batch.batch_id)
     log_dir = write_logs(folder, logs, results) if logs else None
     return in_process_report(batch, results, created, run_id, log_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,20 +86,23 @@ def run_batch(
     follow: Follow,
     run_id: str | None = None,
     beside: Beside | None = None,
+    replay_cache: bool = False,
 ) -> Finished:
     """`arena run`: on the cluster when ARENA_REDIS_URL is set, else on the embedded default.
-    `beside`: what runs on the batch's Redis meanwhile (the API for `--serve`)."""
+    `beside`: what runs on the batch's Redis meanwhile (the API for `--serve`);
+    `replay_cache`: rerun it with llm agents answered from the replay cache."""
+    wait_for = partial(submit_and_wait, replay_cache=replay_cache)
     settings = load_settings()
     around = beside or (lambda _: nullcontext())
     if settings.redis_url:
         with around(settings):
-            return submit_and_wait(connect(settings), batch, fresh, settings, follow, run_id)
+            return wait_for(connect(settings), batch, fresh, settings, follow, run_id)
     with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
         forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
         local = settings.model_copy(update={"redis_url": url})
         with around(local):
             db = connect(local)
-            return submit_and_wait(db, batch, fresh, local, follow, run_id, resume_running=True)
+            return wait_for(db, batch, fresh, local, follow, run_id, resume_running=True)
 
 
 def submit_and_wait(
@@ -109,6 +113,7 @@ def submit_and_wait(
     follow: Follow,
     run_id: str | None = None,
     resume_running: bool = False,
+    replay_cache: bool = False,
 ) -> Finished:
     from tasks.submit import submit  # Celery (0.3 s) only when a command submits
 
@@ -119,6 +124,7 @@ def submit_and_wait(
         resume_running,
         visibility_timeout_s=settings.visibility_timeout_s,
         run_id=run_id,
+        replay_cache=replay_cache,
     )
     with follow(sub) as watcher:
         info = wait(db, sub.batch_id, settings, watcher)

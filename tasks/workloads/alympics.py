@@ -3,6 +3,8 @@ baseline of one game, for all of that game's episodes (rounds and episodes from 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -29,6 +31,7 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
+from tasks.workloads.llm_agents import check_key_policy, llm_agent_for_unit, usage_totals
 from tasks.workloads.untrusted import (
     IMAGE_REF,
     AgentSource,
@@ -50,6 +53,8 @@ from workers.games import GAMES as GAME_CLASSES
 from workers.games.base import Strategy
 from workers.http_agent import HttpAgent
 from workers.images import image_fingerprint
+from workers.llm.agent import LlmAgent
+from workers.llm.config import LlmConfig
 
 
 class SuiteGame(SpecModel):
@@ -80,13 +85,15 @@ def load_suite(name: str) -> Suite:
 
 
 class AlympicsAgent(SpecModel):
-    """`builtin`, a Python entry point, an HTTP endpoint (any language, LLM agents too), or a
-    Docker image serving the agent contract on a unix socket (docs/agents.md)."""
+    """`builtin`, a Python entry point, an HTTP endpoint (any language), a Docker image serving
+    the agent contract on a unix socket (docs/agents.md), or a model behind a chat-completions
+    endpoint (`llm`, docs/alympics.md)."""
 
     name: Name
     entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
     url: Annotated[str, Field(pattern=r"^https?://")] | None = None
     image: Annotated[str, Field(pattern=IMAGE_REF)] | None = None
+    llm: LlmConfig | None = None
     # Per move, for the agents Arena waits on: HTTP, image and (sandboxed) entry-point agents.
     timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
     # Identifies the agent's code when its files cannot (an HTTP agent) or should not be hashed.
@@ -94,12 +101,14 @@ class AlympicsAgent(SpecModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> AlympicsAgent:
-        if sum(bool(k) for k in (self.entry_point, self.url, self.image)) > 1:
-            raise ValueError("give one of entry_point, url or image")
-        if not (self.entry_point or self.url or self.image) and self.name != "builtin":
+        kinds = (self.entry_point, self.url, self.image, self.llm)
+        if sum(k is not None for k in kinds) > 1:
+            raise ValueError("give one of entry_point, url, image or llm")
+        if all(k is None for k in kinds) and self.name != "builtin":
             raise ValueError(
                 f"unknown built-in agent {self.name!r} (built-in: builtin; or give "
-                "entry_point: package.module:factory, url: http://..., or image: name:tag)"
+                "entry_point: package.module:factory, url: http://..., image: name:tag, or "
+                "llm: {base_url: ..., model: ...})"
             )
         return self
 
@@ -112,6 +121,9 @@ class AlympicsParams(SpecModel):
     suite: Name = "alympics_lite"
     # Overrides every game's episodes (bounded: a typo must not queue a week of work).
     episodes: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    # US dollars the batch's `llm` agents may spend (their prices are in their specs): once
+    # spent, no further unit starts and the batch ends cancelled, saying so.
+    cost_budget_usd: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
 
 
 @contextmanager
@@ -120,6 +132,10 @@ def open_strategy(agent: AlympicsAgent, game: str, unit: Unit) -> Iterator[Strat
     when agents are trusted); an HTTP client, a sandboxed agent's process or an image's
     container lives exactly as long as the block. Faults of a sandboxed agent are moves as any
     other's: its process dead, every move it has left faults."""
+    if agent.llm is not None:
+        with llm_agent_for_unit(agent.llm, unit) as model:
+            yield model
+        return
     if agent.image:
         with image_agent_for_unit(agent.image, unit, agent.timeout_s) as image:
             yield cast(Strategy, image)  # reset is called with keywords (games/episode.py)
@@ -177,6 +193,9 @@ class AlympicsWorkload(Workload):
             refuse_at_submission()
         if agent.image and not agent.version:
             return image_fingerprint(agent.image)  # the content id the workers will run
+        if agent.llm is not None:
+            check_key_policy(agent.llm)
+            return model_fingerprint(agent.llm, agent.version)
         return super().fingerprint_agent(agent)
 
     def check(self, batch: ValidatedBatch) -> None:
@@ -227,6 +246,7 @@ class AlympicsWorkload(Workload):
                                 "opponent": opponent,
                                 "rounds": game.rounds,
                                 "episodes": batch.params.episodes or game.episodes,
+                                **llm_payload(agent, batch.params),
                             },
                             agent_fingerprint=batch.identity.agents.get(agent.name),
                             engine=batch.identity.engine,
@@ -242,12 +262,18 @@ class AlympicsWorkload(Workload):
         watch = ForfeitWatch(moves=p["rounds"] * p["episodes"], player=0)
         records = []
         with open_strategy(AlympicsAgent.model_validate(p["agent"]), p["game"], unit) as agent:
-            for episode in range(p["episodes"]):
-                game = game_class(p["rounds"])
-                players = [agent, *opponent_lineup(p["game"], p["opponent"])]
-                seed = derive_seed(unit.env_seed, episode)
-                on_fault = partial(watch.fault, episode)
-                records.append(play_episode(game, players, seed, on_fault=on_fault))
+            usage = agent.usage if isinstance(agent, LlmAgent) else None
+            try:
+                for episode in range(p["episodes"]):
+                    game = game_class(p["rounds"])
+                    players = [agent, *opponent_lineup(p["game"], p["opponent"])]
+                    seed = derive_seed(unit.env_seed, episode)
+                    on_fault = partial(watch.fault, episode)
+                    records.append(play_episode(game, players, seed, on_fault=on_fault))
+            except Exception as exc:
+                if usage is not None:  # a forfeit's requests were paid for all the same
+                    exc.partial_result = {"llm": usage.as_dict()}  # type: ignore[attr-defined]
+                raise
         # Credited payoffs (a faulted move earns nothing), so they agree with measures["raw"].
         per_episode = [statistics.fmean(game_class.credited_payoffs(r, 0)) for r in records]
         reasons = [reason for rec in records for reason in rec.fault_reasons][:5]
@@ -257,6 +283,7 @@ class AlympicsWorkload(Workload):
             "measures": game_measures(records, 0),
             "episode_payoffs": per_episode,
             "fault_reasons": reasons,
+            **({"llm": usage.as_dict()} if usage is not None else {}),
         }
 
     def reduce(self, batch: ValidatedBatch, results: Sequence[UnitResult]) -> Reduction:
@@ -271,9 +298,42 @@ class AlympicsWorkload(Workload):
                 "faults": sum(m.faults for m in matches),
                 "failed_match_sets": sum(m.error is not None for m in matches),
             }
+            llm = usage_totals(
+                [r.result["llm"] for r in results if r.agent == agent and "llm" in r.result]
+            )
+            if llm:
+                stats["llm"] = llm
             entries.append(LeaderboardEntry(agent=agent, score=score.composite_score, stats=stats))
-        summary = {"units": len(results), "breakdown": breakdowns}
+        summary: dict[str, Any] = {"units": len(results), "breakdown": breakdowns}
+        llm = usage_totals(llm_usages(results))
+        if llm:
+            summary["llm"] = llm
         return Reduction(summary=summary, entries=entries)
+
+
+def model_fingerprint(config: LlmConfig, version: str | None) -> AgentFingerprint:
+    """A model is what answers: its name, the endpoint's host, sampling, the prompt template's
+    hash and how answers are read (LlmConfig.identity), and a declared version if any (a hosted
+    model's weights can change under one name)."""
+    identity = {**config.identity(), "version": version}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    detail = f"model {config.model} at {config.host}, template {config.template_sha256[:12]}"
+    return AgentFingerprint(kind="model", digest=digest, detail=detail)
+
+
+def llm_usages(results: Sequence[UnitResult], agent: str | None = None) -> list[dict[str, Any]]:
+    """The `llm` accounting of the results (of one agent's), failed units' included."""
+    return [
+        r.result["llm"]
+        for r in results
+        if "llm" in r.result and (agent is None or r.agent == agent)
+    ]
+
+
+def llm_payload(agent: AlympicsAgent, params: AlympicsParams) -> dict[str, Any]:
+    if agent.llm is None or params.cost_budget_usd is None:
+        return {}
+    return {"cost_budget_usd": params.cost_budget_usd}
 
 
 def matches_by_agent(results: Sequence[UnitResult]) -> dict[str, list[MatchMeasures]]:

@@ -18,9 +18,9 @@ import redis
 
 from arena.embedded import embedded_redis, redis_server_binary, stop
 from tasks.app import store as worker_store
+from tasks.keys import Keys
 from tasks.llm_services import (
     CACHE_TTL_S,
-    LlmKeys,
     RedisGate,
     RedisReplayCache,
     RedisSpend,
@@ -197,7 +197,7 @@ def test_a_killed_holders_slot_frees_when_its_lease_ends(redis_url: str):
     finally:
         process.kill()
         process.wait(10)
-    slot = LlmKeys(PREFIX).slot(ENDPOINT, 0)
+    slot = Keys(PREFIX).llm_slot(endpoint_id(ENDPOINT), 0)
     assert client(redis_url).exists(slot)
     gate = RedisGate(client(redis_url), PREFIX, ENDPOINT, limits, lease_s=30)
     with gate.slot(1):
@@ -209,7 +209,7 @@ def test_a_killed_holders_slot_frees_when_its_lease_ends(redis_url: str):
 def test_the_lease_counts_from_when_the_request_goes_out(redis_url: str):
     r = client(redis_url)
     gate = RedisGate(r, PREFIX, ENDPOINT, LlmLimits(concurrent=1), lease_s=0.3)
-    slot = LlmKeys(PREFIX).slot(ENDPOINT, 0)
+    slot = Keys(PREFIX).llm_slot(endpoint_id(ENDPOINT), 0)
     with gate.concurrent_slot():
         time.sleep(0.4)  # a wait for the windows longer than the lease: the slot expired
         assert not r.exists(slot)
@@ -263,10 +263,10 @@ def test_spend_adds_up_across_clients(redis_url: str):
 def test_cluster_and_local_services(redis_url: str, tmp_path: Path):
     # a worker's own Store: its client retries through outages (tasks/app.py)
     store = worker_store(ArenaSettings(redis_url=redis_url, key_prefix="arena-x:"), retry_s=5)
-    services = cluster_services(store, "b9")
+    services = cluster_services(store.r, store.p, "b9")
     gate = services.gate(ENDPOINT, LlmLimits(requests_per_minute=5, concurrent=1), 30.0)
     with gate.slot(10):
-        assert store.r.exists(LlmKeys("arena-x:").slot(ENDPOINT, 0))
+        assert store.r.exists(Keys("arena-x:").llm_slot(endpoint_id(ENDPOINT), 0))
     services.cache.put("cd34", {"x": 1})
     assert services.cache.get("cd34") == {"x": 1}
     assert services.spend.add(0.1) == pytest.approx(0.1)

@@ -13,6 +13,7 @@ TASKS = Path(__file__).resolve().parents[2] / "tasks"
 # The modules that talk to Redis: the Store's parts and kombu's fence.
 TALKERS = {"store.py", "store_base.py", "store_batches.py", "store_results.py"}
 TALKERS |= {"store_boards.py", "store_flight.py", "broker.py"}
+TALKERS |= {"llm_services.py"}  # the `limits` library and redis-py locks on the Store's client
 
 
 def modules() -> list[Path]:

@@ -40,7 +40,9 @@ class LlmPrices(_Model):
     completion_per_1k: Annotated[float, Field(ge=0, le=1000)] = 0.0
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.prompt_per_1k + completion_tokens * self.completion_per_1k) / 1000
+        return (
+            prompt_tokens * self.prompt_per_1k + completion_tokens * self.completion_per_1k
+        ) / 1000
 
 
 class LlmConfig(_Model):
@@ -119,5 +121,3 @@ def _read(path: str) -> str:
     if len(text) > MAX_TEMPLATE_CHARS:
         raise ValueError(f"prompt: template {path!r} is over {MAX_TEMPLATE_CHARS:,} characters")
     return text
-
-

@@ -51,7 +51,9 @@ def private_lines(observation: dict[str, Any]) -> str:
     extra = {k: v for k, v in observation.items() if k not in STANDARD and k != "player"}
     if not extra:
         return ""
-    return "\n\n" + "\n".join(f"{key.replace('_', ' ').capitalize()}: {json.dumps(value)}" for key, value in extra.items())
+    return "\n\n" + "\n".join(
+        f"{key.replace('_', ' ').capitalize()}: {json.dumps(value)}" for key, value in extra.items()
+    )
 
 
 def render(template: str, observation: dict[str, Any]) -> str:

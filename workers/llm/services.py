@@ -44,6 +44,8 @@ class Spend(Protocol):
         """Add a request's cost; the batch's total after it."""
         ...
 
+    def spent(self) -> float: ...
+
 
 class WindowGate:
     """Requests and tokens per minute in a moving window (the `limits` library, any storage),

@@ -1,0 +1,140 @@
+"""An `llm` agent for one unit (docs/alympics.md, "Evaluating a model"): its key read from the
+worker's environment under the operator's key policy, its endpoint's limits and the replay
+cache shared through the cluster's Redis (in-process runs: this process and the data folder),
+and the batch's cost budget, which once spent cancels the batch so no further unit starts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tasks.llm_services import cluster_services, local_services
+from tasks.settings import current_settings
+from tasks.validation import InputError
+from tasks.workloads.base import Unit
+from workers.llm.agent import LlmAgent
+from workers.llm.client import ChatClient
+from workers.llm.config import LlmConfig
+from workers.llm.services import LlmServices, LocalSpend
+
+
+@dataclass(frozen=True)
+class ClusterRedis:
+    """The worker's Redis while it runs a chunk (tasks/units.py sets it): an llm agent's limits,
+    cache and spend are then the cluster's; unset (a run in one process), this process's."""
+
+    client: Any  # the Store's client
+    prefix: str
+    cancel: Callable[[str, str], None]  # (batch id, reason): cancel the batch if it runs
+
+
+cluster_redis: ContextVar[ClusterRedis | None] = ContextVar("cluster_redis", default=None)
+
+
+class BudgetSpent(RuntimeError):
+    """The batch's cost budget was spent before this unit started: it is not played."""
+
+
+def check_key_policy(config: LlmConfig) -> None:
+    """InputError unless the operator lets this key go to this host (ARENA_LLM_KEY_HOSTS):
+    checked at submission and again on the worker, before any request."""
+    if config.api_key_env is None:
+        return
+    allowed = current_settings().llm_key_host_map().get(config.api_key_env)
+    if allowed is None:
+        raise InputError(
+            f"llm.api_key_env: {config.api_key_env} is not a key this cluster sends anywhere "
+            "(the operator lists keys and their hosts in ARENA_LLM_KEY_HOSTS)"
+        )
+    if config.host.lower() not in allowed:
+        raise InputError(
+            f"llm.base_url: {config.api_key_env} may be sent only to {', '.join(sorted(allowed))}"
+            f", not to {config.host} (ARENA_LLM_KEY_HOSTS)"
+        )
+
+
+# An in-process run's spend per batch: its units run one after another in this process.
+_local_spend: dict[str, LocalSpend] = {}
+
+
+def services_for(unit: Unit) -> LlmServices:
+    cluster = cluster_redis.get()
+    if cluster is not None:
+        return cluster_services(cluster.client, cluster.prefix, unit.batch_id)
+    spend = _local_spend.setdefault(unit.batch_id, LocalSpend())
+    return replace(local_services(current_settings().data_dir), spend=spend)
+
+
+def budget_reason(budget: float, spent: float) -> str:
+    return f"the batch's cost budget of ${budget:g} is spent (${spent:.4f})"
+
+
+@contextmanager
+def llm_agent_for_unit(config: LlmConfig, unit: Unit) -> Iterator[LlmAgent]:
+    services = services_for(unit)
+    budget: float | None = unit.payload.get("cost_budget_usd")
+    replay = bool(unit.payload.get("replay_cache"))
+    if budget is not None and not replay and services.spend.spent() >= budget:
+        raise BudgetSpent(budget_reason(budget, services.spend.spent()))
+    client, key = None, None
+    if not replay:
+        check_key_policy(config)
+        key = _key(config)
+        lease_s = config.timeout_s + 30
+        client = ChatClient(config, services.gate(_endpoint(config), config.limits, lease_s), key)
+
+    def spent(usd: float) -> None:
+        total = services.spend.add(usd)
+        if budget is not None and total >= budget:
+            _stop_batch(unit.batch_id, budget_reason(budget, total))
+
+    agent = LlmAgent(config, client, services.cache, unit.id, spent=spent, secret=key)
+    try:
+        yield agent
+    finally:
+        agent.close()
+
+
+def _stop_batch(batch_id: str, reason: str) -> None:
+    """The budget is spent: the batch is cancelled, so chunks not started skip their units
+    (units running finish their match sets, which were paid for)."""
+    cluster = cluster_redis.get()
+    if cluster is not None:
+        cluster.cancel(batch_id, reason)
+
+
+def for_replay(units: list[Unit]) -> list[Unit]:
+    """`--replay-cache`: the units answer from the replay cache, never the endpoint. Not part
+    of the batch's identity: a replay is the same batch, rerun."""
+    return [u.model_copy(update={"payload": {**u.payload, "replay_cache": True}}) for u in units]
+
+
+def _key(config: LlmConfig) -> str | None:
+    if config.api_key_env is None:
+        return None
+    key = os.environ.get(config.api_key_env)
+    if not key:
+        raise InputError(f"llm.api_key_env: {config.api_key_env} is not set on this worker")
+    return key
+
+
+def _endpoint(config: LlmConfig) -> str:
+    """Whose limits these are: one endpoint, model and key share one window."""
+    return f"{config.base_url}|{config.model}|{config.api_key_env or ''}"
+
+
+def usage_totals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The `llm` accounting of several units' results summed (an agent's row, a batch)."""
+    totals: dict[str, Any] = {}
+    for usage in results:
+        for name, value in usage.items():
+            totals[name] = totals.get(name, 0) + value
+    if "cost_usd" in totals:
+        totals["cost_usd"] = round(totals["cost_usd"], 9)
+    if "latency_s" in totals:
+        totals["latency_s"] = round(totals["latency_s"], 4)
+    return totals
