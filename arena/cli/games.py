@@ -65,6 +65,12 @@ def _verbose_lines(result: BenchmarkResult) -> list[str]:
     help="Rerun answering the llm agent from the replay cache, never its endpoint.",
 )
 @click.option(
+    "--suite",
+    default="alympics_lite",
+    show_default=True,
+    help="The suite (tasks/suites/): alympics_lite, the rubric's; alympics_smoke, 87 moves.",
+)
+@click.option(
     "--episodes", type=click.IntRange(min=1, max=100_000), help="Override every game's episodes."
 )
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=0, show_default=True)
@@ -103,6 +109,7 @@ def benchmark_command(
     llm_pairs: tuple[str, ...],
     cost_budget: float | None,
     replay_cache: bool,
+    suite: str,
     episodes: int | None,
     seed: int,
     move_timeout: float | None,
@@ -126,6 +133,7 @@ def benchmark_command(
         agent_name,
         episodes,
         seed,
+        suite=suite,
         move_timeout_s=move_timeout,
         unit_time_limit_s=unit_time_limit,
         llm=llm_options(list(llm_pairs)),
