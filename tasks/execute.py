@@ -16,7 +16,14 @@ from typing import Any
 from tasks.capture import captured_output
 from tasks.provenance import host_name, utc_iso
 from tasks.workloads import get_workload
-from tasks.workloads.base import ErrorKind, Unit, UnitResult, ValidatedBatch, Workload
+from tasks.workloads.base import (
+    ErrorKind,
+    InfrastructureError,
+    Unit,
+    UnitResult,
+    ValidatedBatch,
+    Workload,
+)
 from tasks.workloads.llm_agents import for_replay
 from workers.agents import AgentChanged
 from workers.fingerprint import engine_fingerprint
@@ -28,11 +35,6 @@ EXIT_ABANDONED = 70  # a worker process ended because its agent ignored the dead
 class UnitTimeout(BaseException):
     """A BaseException: agent code that catches Exception (a game loop counting faults, an agent's
     own `except Exception`) cannot swallow the unit's deadline."""
-
-
-class InfrastructureError(RuntimeError):
-    """Not the agent's doing (a lost worker, another Arena engine on the worker): the unit never
-    enters a score, a resume runs it again (UnitResult.error_kind == "infrastructure")."""
 
 
 class _Shutdown:

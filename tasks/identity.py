@@ -37,6 +37,7 @@ def _by_name(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def protocol_fingerprint(normalised: dict[str, Any]) -> str:
     body = {k: v for k, v in normalised.items() if k not in ("agents", "leaderboard", "occasion")}
+    body.pop("cost_budget_usd", None)  # a run option (tasks/spec.py)
     body["items"] = _by_name(body["items"])
     return _digest(body)
 
@@ -44,11 +45,12 @@ def protocol_fingerprint(normalised: dict[str, Any]) -> str:
 def batch_identity(
     normalised: dict[str, Any], agents: dict[str, AgentFingerprint], engine: str
 ) -> BatchIdentity:
+    spec = {k: v for k, v in normalised.items() if k != "cost_budget_usd"}  # a run option
     body = {
         "spec": {
-            **normalised,
-            "agents": _by_name(normalised["agents"]),
-            "items": _by_name(normalised["items"]),
+            **spec,
+            "agents": _by_name(spec["agents"]),
+            "items": _by_name(spec["items"]),
         },
         "agents": {name: fp.digest for name, fp in sorted(agents.items())},
         "engine": engine,

@@ -43,6 +43,10 @@ class BatchSpec(SpecModel):
     occasion: (
         Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")] | None
     ) = None
+    # US dollars the batch's paid agents (llm agents, their prices in their specs) may spend;
+    # once spent no request is sent and the batch ends cancelled, saying so. A run option, in
+    # neither identity: raising it and running again resumes the same batch.
+    cost_budget_usd: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
 
 
 def derive_seed(master: int, *parts: str | int) -> int:

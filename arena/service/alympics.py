@@ -102,46 +102,56 @@ def benchmark_spec(
         "agents": [agent_spec(agent_name, move_timeout_s, llm)],
         "items": list(GAMES),
         "protocol": protocol,
-        "params": {"suite": suite, "episodes": episodes}
-        | ({"cost_budget_usd": cost_budget_usd} if cost_budget_usd is not None else {}),
-    }
+        "params": {"suite": suite, "episodes": episodes},
+    } | ({"cost_budget_usd": cost_budget_usd} if cost_budget_usd is not None else {})
 
 
 class BenchmarkResult:
-    """One agent's benchmark: `.composite_score`, `.categories`, `.summary()`."""
+    """One agent's benchmark: `.composite_score`, `.categories`, `.summary()`. `score` is None
+    when match sets did not run (a spent cost budget, a replay the cache lacks, a lost worker):
+    such a benchmark is not scored, `not_scored` says why."""
 
-    def __init__(self, score: AlympicsScore, results: list[UnitResult]) -> None:
-        self.score = score
-        self.results = results
+    def __init__(
+        self,
+        agent: str,
+        score: AlympicsScore | None,
+        results: list[UnitResult],
+        not_scored: str | None = None,
+    ) -> None:
+        self.agent, self.score, self.results, self.not_scored = agent, score, results, not_scored
 
-    @property
-    def agent(self) -> str:
-        return self.score.agent
+    def _scored(self) -> AlympicsScore:
+        if self.score is None:
+            raise ValueError(f"{self.agent} was not scored: {self.not_scored}")
+        return self.score
 
     @property
     def composite_score(self) -> float:
-        return self.score.composite_score
+        return self._scored().composite_score
 
     @property
     def categories(self) -> dict[str, CategoryScore]:
-        return {str(name): c for name, c in self.score.categories.items()}
+        return {str(name): c for name, c in self._scored().categories.items()}
 
     def llm_usage(self) -> dict[str, Any]:
         """An llm agent's requests, tokens, cost and latency over the benchmark ({} for others)."""
         return usage_totals(llm_usages(self.results))
 
     def summary(self) -> str:
+        lines = [
+            format_breakdown(self.score)
+            if self.score is not None
+            else f"{self.agent} not scored: {self.not_scored}"
+        ]
         usage = self.llm_usage()
-        if not usage:
-            return format_breakdown(self.score)
-        mean_latency = usage["latency_s"] / usage["requests"] if usage["requests"] else 0.0
-        line = (
-            f"LLM: {usage['requests']:,} requests ({usage['attempts']:,} sent, "
-            f"{usage['reasks']:,} re-asks), {usage['prompt_tokens']:,} prompt + "
-            f"{usage['completion_tokens']:,} completion tokens, ${usage['cost_usd']:.4f}, "
-            f"mean latency {mean_latency:.3f} s"
-        )
-        return f"{format_breakdown(self.score)}\n{line}"
+        if usage:
+            lines.append(
+                f"LLM: {usage['requests']:,} requests ({usage['attempts']:,} sent, "
+                f"{usage['reasks']:,} re-asks), {usage['prompt_tokens']:,} prompt + "
+                f"{usage['completion_tokens']:,} completion tokens, ${usage['cost_usd']:.4f}, "
+                f"mean latency {usage['mean_latency_s']:.3f} s"
+            )
+        return "\n".join(lines)
 
     def matches(self) -> list[dict[str, Any]]:
         """Per match set: game, opponent, measures, faults (the verbose view)."""
@@ -152,13 +162,26 @@ class BenchmarkResult:
 
     def to_json(self) -> dict[str, Any]:
         usage = self.llm_usage()
-        extra = {"llm": usage} if usage else {}
-        return {**self.score.model_dump(mode="json"), **extra, "matches": self.matches()}
+        scored = (
+            self.score.model_dump(mode="json")
+            if self.score is not None
+            else {"agent": self.agent, "not_scored": self.not_scored}
+        )
+        return {**scored, **({"llm": usage} if usage else {}), "matches": self.matches()}
 
 
 def result_of(batch: ValidatedBatch, results: list[UnitResult]) -> BenchmarkResult:
+    """The benchmark of the batch's one agent; not scored when a match set did not run."""
     agent = batch.agents[0].name
-    return BenchmarkResult(score_benchmark(matches_by_agent(results)[agent], agent), results)
+    unplayed = [r for r in results if r.error_kind == "infrastructure"]
+    if unplayed:
+        why = f"{len(unplayed)} match set(s) did not run; first: {unplayed[0].reason}"
+        return BenchmarkResult(agent, None, results, why)
+    try:
+        score = score_benchmark(matches_by_agent(results).get(agent, []), agent)
+    except ValueError as exc:  # a batch that ended before every game was played (cancelled)
+        return BenchmarkResult(agent, None, results, str(exc))
+    return BenchmarkResult(agent, score, results)
 
 
 def _run(spec: dict[str, Any]) -> BenchmarkResult:

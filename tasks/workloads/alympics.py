@@ -31,7 +31,13 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
-from tasks.workloads.llm_agents import check_key_policy, llm_agent_for_unit, usage_totals
+from tasks.workloads.llm_agents import (
+    BudgetSpent,
+    ReplayIncomplete,
+    check_key_policy,
+    llm_agent_for_unit,
+    usage_totals,
+)
 from tasks.workloads.untrusted import (
     IMAGE_REF,
     AgentSource,
@@ -53,7 +59,7 @@ from workers.games import GAMES as GAME_CLASSES
 from workers.games.base import Strategy
 from workers.http_agent import HttpAgent
 from workers.images import image_fingerprint
-from workers.llm.agent import LlmAgent
+from workers.llm.agent import LlmAgent, ReplayMiss, SpendingStopped
 from workers.llm.config import LlmConfig
 
 
@@ -121,9 +127,6 @@ class AlympicsParams(SpecModel):
     suite: Name = "alympics_lite"
     # Overrides every game's episodes (bounded: a typo must not queue a week of work).
     episodes: Annotated[int, Field(ge=1, le=100_000)] | None = None
-    # US dollars the batch's `llm` agents may spend (their prices are in their specs): once
-    # spent, no further unit starts and the batch ends cancelled, saying so.
-    cost_budget_usd: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
 
 
 @contextmanager
@@ -185,6 +188,10 @@ class AlympicsWorkload(Workload):
         Column(key="categories.fairness", header="Fairness"),
         Column(key="categories.robustness", header="Robustness"),
         Column(key="faults", header="Faults", fmt="count"),
+        # An llm agent's spend (— for other agents); per match set in the report, per move in
+        # the unit's log.
+        Column(key="llm.total_tokens", header="Tokens", fmt="count"),
+        Column(key="llm.cost_usd", header="Cost $"),
     )
     errors_column = Column(key="failed_match_sets", header="Failed match sets", fmt="count")
 
@@ -246,7 +253,7 @@ class AlympicsWorkload(Workload):
                                 "opponent": opponent,
                                 "rounds": game.rounds,
                                 "episodes": batch.params.episodes or game.episodes,
-                                **llm_payload(agent, batch.params),
+                                **llm_payload(agent, batch.spec.cost_budget_usd),
                             },
                             agent_fingerprint=batch.identity.agents.get(agent.name),
                             engine=batch.identity.engine,
@@ -270,6 +277,12 @@ class AlympicsWorkload(Workload):
                     seed = derive_seed(unit.env_seed, episode)
                     on_fault = partial(watch.fault, episode)
                     records.append(play_episode(game, players, seed, on_fault=on_fault))
+            except ReplayMiss as miss:
+                raise ReplayIncomplete(str(miss)) from None
+            except SpendingStopped as stopped:
+                spent = BudgetSpent(str(stopped))
+                spent.partial_result = {"llm": usage.as_dict() if usage else {}}  # type: ignore[attr-defined]
+                raise spent from None
             except Exception as exc:
                 if usage is not None:  # a forfeit's requests were paid for all the same
                     exc.partial_result = {"llm": usage.as_dict()}  # type: ignore[attr-defined]
@@ -330,10 +343,10 @@ def llm_usages(results: Sequence[UnitResult], agent: str | None = None) -> list[
     ]
 
 
-def llm_payload(agent: AlympicsAgent, params: AlympicsParams) -> dict[str, Any]:
-    if agent.llm is None or params.cost_budget_usd is None:
+def llm_payload(agent: AlympicsAgent, budget_usd: float | None) -> dict[str, Any]:
+    if agent.llm is None or budget_usd is None:
         return {}
-    return {"cost_budget_usd": params.cost_budget_usd}
+    return {"cost_budget_usd": budget_usd}
 
 
 def matches_by_agent(results: Sequence[UnitResult]) -> dict[str, list[MatchMeasures]]:

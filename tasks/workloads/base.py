@@ -34,6 +34,12 @@ QueueName = Literal["cpu", "gpu"]
 ErrorKind = Literal["agent", "infrastructure"]
 
 
+class InfrastructureError(RuntimeError):
+    """Not the agent's doing (a lost worker, another Arena engine on the worker, a spent
+    budget): the unit never enters a score, a resume runs it again (UnitResult.error_kind ==
+    "infrastructure", tasks/execute.py)."""
+
+
 class Unit(BaseModel):
     """One isolated piece of work; its id is `{batch}:{agent}:{item}:{episode}`."""
 
@@ -174,7 +180,8 @@ class ValidatedBatch(BaseModel):
 
 def normalise(spec: BatchSpec, agents: list[Any], items: list[Any], params: Any) -> dict[str, Any]:
     """The spec as validated, every default filled in: two spellings of one protocol agree.
-    `occasion` appears only when given (batches without one keep the identities they had)."""
+    `occasion` and `cost_budget_usd` appear only when given (batches without them keep the
+    identities they had)."""
     normalised = {
         "workload": spec.workload,
         "leaderboard": spec.leaderboard,
@@ -185,6 +192,8 @@ def normalise(spec: BatchSpec, agents: list[Any], items: list[Any], params: Any)
     }
     if spec.occasion is not None:
         normalised["occasion"] = spec.occasion
+    if spec.cost_budget_usd is not None:
+        normalised["cost_budget_usd"] = spec.cost_budget_usd
     return normalised
 
 

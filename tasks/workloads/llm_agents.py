@@ -15,7 +15,7 @@ from typing import Any
 from tasks.llm_services import cluster_services, local_services
 from tasks.settings import current_settings
 from tasks.validation import InputError
-from tasks.workloads.base import Unit
+from tasks.workloads.base import InfrastructureError, Unit
 from workers.llm.agent import LlmAgent
 from workers.llm.client import ChatClient
 from workers.llm.config import LlmConfig
@@ -35,8 +35,14 @@ class ClusterRedis:
 cluster_redis: ContextVar[ClusterRedis | None] = ContextVar("cluster_redis", default=None)
 
 
-class BudgetSpent(RuntimeError):
-    """The batch's cost budget was spent before this unit started: it is not played."""
+class BudgetSpent(InfrastructureError):
+    """The batch's cost budget was spent before this unit started: it is not played, enters no
+    score, and a rerun with a new budget plays it."""
+
+
+class ReplayIncomplete(InfrastructureError):
+    """Replaying, the cache lacks one of the unit's requests: the unit is not the one cached,
+    which says nothing of the agent."""
 
 
 def check_key_policy(config: LlmConfig) -> None:
@@ -87,10 +93,13 @@ def llm_agent_for_unit(config: LlmConfig, unit: Unit) -> Iterator[LlmAgent]:
         lease_s = config.timeout_s + 30
         client = ChatClient(config, services.gate(_endpoint(config), config.limits, lease_s), key)
 
-    def spent(usd: float) -> None:
+    def spent(usd: float) -> str | None:
         total = services.spend.add(usd)
-        if budget is not None and total >= budget:
-            _stop_batch(unit.batch_id, budget_reason(budget, total))
+        if budget is None or total < budget:
+            return None
+        reason = budget_reason(budget, total)
+        _stop_batch(unit.batch_id, reason)
+        return reason
 
     agent = LlmAgent(config, client, services.cache, unit.id, spent=spent, secret=key)
     try:
@@ -128,13 +137,18 @@ def _endpoint(config: LlmConfig) -> str:
 
 
 def usage_totals(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """The `llm` accounting of several units' results summed (an agent's row, a batch)."""
+    """The `llm` accounting of several units' results summed (an agent's row, a batch), with
+    the tokens in all and the mean latency of an answered request."""
     totals: dict[str, Any] = {}
     for usage in results:
         for name, value in usage.items():
-            totals[name] = totals.get(name, 0) + value
-    if "cost_usd" in totals:
-        totals["cost_usd"] = round(totals["cost_usd"], 9)
-    if "latency_s" in totals:
-        totals["latency_s"] = round(totals["latency_s"], 4)
+            if name != "mean_latency_s":
+                totals[name] = totals.get(name, 0) + value
+    if not totals:
+        return totals
+    totals["cost_usd"] = round(totals.get("cost_usd", 0.0), 9)
+    totals["latency_s"] = round(totals.get("latency_s", 0.0), 4)
+    totals["total_tokens"] = totals.get("prompt_tokens", 0) + totals.get("completion_tokens", 0)
+    requests = totals.get("requests", 0)
+    totals["mean_latency_s"] = round(totals["latency_s"] / requests, 4) if requests else 0.0
     return totals

@@ -34,8 +34,16 @@ class LlmAnswerError(RuntimeError):
     """No legal action in the answers to a move (after re-asking): the move is a fault."""
 
 
-class ReplayMiss(RuntimeError):
-    """Replaying, a request the cache does not hold: the batch is not the one cached."""
+class ReplayMiss(BaseException):
+    """Replaying, a request the cache does not hold: the batch is not the one cached. A
+    BaseException, so no game loop counts it as the agent's fault: it ends the unit
+    (tasks/workloads/alympics.py makes it an infrastructure error)."""
+
+
+class SpendingStopped(BaseException):
+    """The batch's cost budget is spent: no further request is sent. A BaseException, so no
+    game loop counts it as the agent's fault: it ends the unit (tasks/workloads/alympics.py
+    makes it an infrastructure error, never a score)."""
 
 
 @dataclass
@@ -54,6 +62,7 @@ class LlmUsage:
         fields = asdict(self)
         fields["cost_usd"] = round(self.cost_usd, 9)
         fields["latency_s"] = round(self.latency_s, 4)
+        fields["total_tokens"] = self.prompt_tokens + self.completion_tokens
         return fields
 
 
@@ -66,11 +75,13 @@ class LlmAgent:
         client: ChatClient | None,
         cache: ReplayCache,
         unit_key: str,
-        spent: Callable[[float], None] = lambda usd: None,
+        spent: Callable[[float], str | None] = lambda usd: None,
         secret: str | None = None,
         out: TextIO | None = None,
     ) -> None:
-        """`client` None: replay from `cache` only, never calling the endpoint."""
+        """`client` None: replay from `cache` only, never calling the endpoint. `spent` hears
+        each request's cost and answers why no further one may be sent (a spent budget), or
+        None."""
         self.config, self.client, self.cache = config, client, cache
         self.unit_key, self.spent, self.secret = unit_key, spent, secret
         self.out = out  # None: sys.stdout when printing (the unit's captured log)
@@ -80,6 +91,7 @@ class LlmAgent:
         self._episode, self._move = 0, 0
         self._previous: list[str] | None = None
         self._game: Game | None = None
+        self._stop: str | None = None  # why no further request may be sent
         self._parameters = client.parameters() if client else None
 
     def reset(self, game: str, player: int, seed: int) -> None:
@@ -138,7 +150,7 @@ class LlmAgent:
         usage.cost_usd += cost
         usage.latency_s += entry["latency_s"]
         if self.client is not None:
-            self.spent(cost)
+            self._stop = self.spent(cost)
         tries = f", {entry['attempts']} attempts" if entry["attempts"] > 1 else ""
         self._print(
             f"[llm] reply ({entry['prompt_tokens']}+{entry['completion_tokens']} tokens, "
@@ -160,6 +172,8 @@ class LlmAgent:
     def _asked_live(self, key: str, messages: list[dict[str, str]]) -> dict[str, Any]:
         """The answer, or the failure, as it will be replayed (so a replay fails alike)."""
         assert self.client is not None
+        if self._stop is not None:
+            raise SpendingStopped(self._stop)
         entry: dict[str, Any]
         try:
             self.breaker.check()
