@@ -52,6 +52,11 @@ def _stat_cells(rows: Sequence[LeaderboardRow], column: Column) -> _Cells:
     return _Cells(column.header, cells)
 
 
+def shown(rows: Sequence[LeaderboardRow], column: Column) -> bool:
+    """A declared column, unless it is optional and no row has its value."""
+    return not column.optional or any(stat(r.stats, column.key) is not None for r in rows)
+
+
 def _has_errors(rows: Sequence[LeaderboardRow], column: Column) -> bool:
     return any((as_number(stat(r.stats, column.key)) or 0) > 0 for r in rows)
 
@@ -74,7 +79,7 @@ def _columns(rows: Sequence[LeaderboardRow], workload: Workload | None) -> list[
         columns.append(_Cells(spec.header, _interval_cells(rows, spec)))
         if any(marks):
             columns.append(_Cells("", [OVERLAP_MARK if m else "" for m in marks], justify="left"))
-    columns += [_stat_cells(rows, c) for c in workload.table_columns]
+    columns += [_stat_cells(rows, c) for c in workload.table_columns if shown(rows, c)]
     if workload.errors_column is not None and _has_errors(rows, workload.errors_column):
         columns.append(_stat_cells(rows, workload.errors_column))
     return columns

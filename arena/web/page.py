@@ -120,7 +120,12 @@ def board_page(api: ApiState, name: str) -> str:
     except InputError as exc:
         raise not_found(exc) from None
     workload = board.workload
-    columns = workload.board_page_columns() if workload else ()
+    declared = workload.board_page_columns() if workload else ()
+    columns = tuple(
+        c
+        for c in declared
+        if not c.optional or any(stat(r.stats, c.key) is not None for r in board.rows)
+    )
     replays = workload is not None and workload.replays
     heads = [c.header for c in columns] + (["Best episode"] if replays else [])
     urls = {r.agent: replay_url(api.db, name, r) for r in board.rows} if replays else {}

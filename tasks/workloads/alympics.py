@@ -178,9 +178,13 @@ class AlympicsWorkload(Workload):
     params_model = AlympicsParams
     chunk_size = 10  # a match set takes about 10 ms (docs/performance.md, section 1)
     score_header = "Composite"
-    page_columns = tuple(
-        PageColumn(key=f"categories.{c}", header=c.capitalize(), shown_as="bar")
-        for c in ("strategic", "cooperation", "fairness", "robustness")
+    page_columns = (
+        *(
+            PageColumn(key=f"categories.{c}", header=c.capitalize(), shown_as="bar")
+            for c in ("strategic", "cooperation", "fairness", "robustness")
+        ),
+        PageColumn(key="llm.total_tokens", header="Tokens", fmt="count", optional=True),
+        PageColumn(key="llm.cost_usd", header="Cost $", optional=True),
     )
     table_columns = (
         Column(key="categories.strategic", header="Strategic"),
@@ -190,8 +194,8 @@ class AlympicsWorkload(Workload):
         Column(key="faults", header="Faults", fmt="count"),
         # An llm agent's spend (— for other agents); per match set in the report, per move in
         # the unit's log.
-        Column(key="llm.total_tokens", header="Tokens", fmt="count"),
-        Column(key="llm.cost_usd", header="Cost $"),
+        Column(key="llm.total_tokens", header="Tokens", fmt="count", optional=True),
+        Column(key="llm.cost_usd", header="Cost $", optional=True),
     )
     errors_column = Column(key="failed_match_sets", header="Failed match sets", fmt="count")
 

@@ -111,6 +111,9 @@ class Column(BaseModel):
     key: str
     header: str
     fmt: ColumnFormat = "number"
+    # Shown only on a board where some row has the value (an llm agent's cost on an Alympics
+    # board): declared, so the table never guesses from one row's values.
+    optional: bool = False
 
 
 class IntervalSpec(BaseModel):
@@ -137,6 +140,7 @@ class PageColumn(BaseModel):
     shown_as: Literal["number", "interval", "bar"] = "number"
     ci95: str | None = None
     name: str = ""
+    optional: bool = False  # as Column.optional
 
     @property
     def css(self) -> str:
@@ -345,7 +349,10 @@ class Workload(ABC):
         """The columns of a board's web page: as declared, or the terminal table's."""
         if self.page_columns is not None:
             return self.page_columns
-        columns = [PageColumn(key=c.key, header=c.header, fmt=c.fmt) for c in self.table_columns]
+        columns = [
+            PageColumn(key=c.key, header=c.header, fmt=c.fmt, optional=c.optional)
+            for c in self.table_columns
+        ]
         if self.interval is not None:
             spec = self.interval
             point = PageColumn(

@@ -14,7 +14,7 @@ from rich.table import Table
 from arena.cli.tables import OVERLAP_CAPTION, OVERLAP_MARK, leaderboard_table
 from arena.service.alympics import benchmark_spec, result_of
 from arena.service.boards import Board, ranked
-from arena.service.numbers import format_value, overlaps_above, significant, stat
+from arena.service.numbers import MISSING, format_value, overlaps_above, significant, stat
 from scoring.bandit import summarise_bandit
 from tasks.execute import execute_batch
 from tasks.store import LeaderboardRow
@@ -150,9 +150,25 @@ def test_alympics_table_fits_100_columns_with_the_four_categories(alympics_stats
     assert strategic in body(text)["random"]
 
 
+def test_llm_columns_only_on_a_board_with_an_llm_agent(alympics_stats):
+    """Tokens and Cost $ are optional columns: absent on a board of Python agents, shown (and
+    the table still fits) once one row is a model's, with — for the others."""
+    plain = render(leaderboard_view("alympics", alympics_rows(alympics_stats, {}), ALYMPICS)[0])
+    assert "Tokens" not in header_block(plain) and "Cost" not in header_block(plain)
+    rows = alympics_rows(alympics_stats, {})
+    usage = {"total_tokens": 1_234_567, "cost_usd": 0.4321}
+    rows[0] = row(rows[0].agent, rows[0].score, rows[0].stats | {"llm": usage})
+    text = render(leaderboard_view("alympics", rows, ALYMPICS)[0])
+    assert_fits(text)
+    assert {"Tokens", "Cost", "$"} <= set(header_block(text).split())
+    ranked = {line.split()[0]: line for line in text.splitlines() if re.match(r"\d+\s", line)}
+    assert "1,234,567" in ranked["1"] and "0.4321" in ranked["1"]  # names wrap; ranks do not
+    assert ranked["2"].split()[-2:] == [MISSING, MISSING]
+
+
 def test_declared_keys_exist_in_the_stats_the_workloads_store(alympics_stats):
     for workload, stats in ((BANDIT, bandit_stats(0.5)), (ALYMPICS, alympics_stats)):
-        declared = [c.key for c in workload.table_columns]
+        declared = [c.key for c in workload.table_columns if not c.optional]
         declared.append(workload.errors_column.key)
         if workload.interval:
             declared += [workload.interval.point, workload.interval.ci95]
