@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 
 from scoring.alympics import GAMES, GameName, format_breakdown
 from scoring.alympics_benchmark import MatchMeasures, score_benchmark
+from tasks.repo_policy import Asker
 from tasks.spec import Name, Protocol, SpecModel, derive_seed
 from tasks.validation import InputError
 from tasks.workloads.base import (
@@ -198,6 +199,23 @@ class AlympicsWorkload(Workload):
         Column(key="llm.cost_usd", header="Cost $", optional=True),
     )
     errors_column = Column(key="failed_match_sets", header="Failed match sets", fmt="count")
+
+    def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
+        """Only the CLI's operator names a prompt template file (read on the submitting
+        machine): anyone else would read its files into prompts sent to an endpoint of theirs.
+        They give the template's text, `llm.template`."""
+        agents = data.get("agents")
+        if asker == "operator" or not isinstance(agents, list):
+            return data
+        for index, agent in enumerate(agents):
+            llm = agent.get("llm") if isinstance(agent, dict) else None
+            names_a_file = isinstance(llm, dict) and llm.get("prompt", "default") != "default"
+            if names_a_file and llm.get("template") is None:  # type: ignore[union-attr]
+                raise InputError(
+                    f"agents[{index}].llm.prompt: a template file is read only for the "
+                    "operator's CLI; give the template's text as llm.template"
+                )
+        return data
 
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
         if agent.entry_point:
