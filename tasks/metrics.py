@@ -32,6 +32,11 @@ UNIT_SECONDS = Histogram(
 EMULATOR_FRAMES = Counter(
     "arena_emulator_frames", "Emulator frames run by units, by workload.", ["workload"]
 )
+# What llm agents asked of their endpoints (docs/alympics.md): requests answered, tokens by kind
+# (prompt, completion) and US dollars, by model; their rates are a cluster's spend per second.
+LLM_REQUESTS = Counter("arena_llm_requests", "Requests llm agents had answered.", ["model"])
+LLM_TOKENS = Counter("arena_llm_tokens", "Tokens of llm agents' requests.", ["model", "kind"])
+LLM_COST = Counter("arena_llm_cost_usd", "US dollars llm agents spent (their prices).", ["model"])
 BATCHES = Counter(
     "arena_batches", "Batches reduced, by workload and outcome.", ["workload", "status"]
 )

@@ -136,6 +136,14 @@ def _count(unit: Unit, result: UnitResult) -> None:
     frames = result.result.get("emulator_frames")
     if isinstance(frames, int) and frames > 0:
         metrics.EMULATOR_FRAMES.labels(unit.workload).inc(frames)
+    usage = result.result.get("llm")
+    llm = unit.payload.get("agent", {}).get("llm")
+    if isinstance(usage, dict) and isinstance(llm, dict) and not unit.payload.get("replay_cache"):
+        model = str(llm.get("model", ""))
+        metrics.LLM_REQUESTS.labels(model).inc(usage.get("requests", 0))
+        metrics.LLM_TOKENS.labels(model, "prompt").inc(usage.get("prompt_tokens", 0))
+        metrics.LLM_TOKENS.labels(model, "completion").inc(usage.get("completion_tokens", 0))
+        metrics.LLM_COST.labels(model).inc(usage.get("cost_usd", 0.0))
 
 
 def _run_or_refuse(
