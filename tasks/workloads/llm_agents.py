@@ -16,6 +16,7 @@ from tasks.llm_services import cluster_services, local_services
 from tasks.settings import current_settings
 from tasks.validation import InputError
 from tasks.workloads.base import InfrastructureError, Unit
+from workers.http_agent import CircuitBreaker
 from workers.llm.agent import LlmAgent
 from workers.llm.client import ChatClient
 from workers.llm.config import LlmConfig
@@ -63,6 +64,9 @@ def check_key_policy(config: LlmConfig) -> None:
         )
 
 
+# One circuit breaker per endpoint in this process: a dead endpoint is learnt once, and every
+# match set after faults at once (one probe in ten), instead of each retrying it anew.
+_breakers: dict[str, CircuitBreaker] = {}
 # An in-process run's spend per batch: its units run one after another in this process.
 _local_spend: dict[str, LocalSpend] = {}
 
@@ -101,7 +105,10 @@ def llm_agent_for_unit(config: LlmConfig, unit: Unit) -> Iterator[LlmAgent]:
         _stop_batch(unit.batch_id, reason)
         return reason
 
-    agent = LlmAgent(config, client, services.cache, unit.id, spent=spent, secret=key)
+    breaker = _breakers.setdefault(_endpoint(config), CircuitBreaker())
+    agent = LlmAgent(
+        config, client, services.cache, unit.id, spent=spent, secret=key, breaker=breaker
+    )
     try:
         yield agent
     finally:

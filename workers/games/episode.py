@@ -20,9 +20,10 @@ from workers.games.registry import GAMES
 MAX_FAULT_REASONS = 5
 MAX_REASON_CHARS = 200
 # The forfeit message keeps this many of the agent's first distinct fault reasons, this long: they
-# are what the user reads to fix the agent, and the whole message must stay short.
+# are what the user reads to fix the agent (a game's refusal ends with the refused action), and
+# the whole message must stay short.
 FORFEIT_REASONS = 3
-FORFEIT_REASON_CHARS = 120
+FORFEIT_REASON_CHARS = 160
 
 
 def derive_seed(seed: int, *parts: str | int) -> int:

@@ -30,8 +30,9 @@ from workers.llm.services import LimitUnreachable, ReplayCache
 MAX_LOGGED_REPLY = 2_000
 
 
-class LlmAnswerError(RuntimeError):
-    """No legal action in the answers to a move (after re-asking): the move is a fault."""
+class NoLegalAction(RuntimeError):
+    """No legal action in the answers to a move (after re-asking): the move is a fault. Its
+    message is the game's or the parser's refusal first: a forfeit keeps 120 characters of it."""
 
 
 class ReplayMiss(BaseException):
@@ -52,7 +53,7 @@ class LlmUsage:
     requests: int = 0  # answers read (a re-ask is one more)
     attempts: int = 0  # HTTP requests sent (retries included)
     reasks: int = 0
-    failed_moves: int = 0  # moves that ended with no legal action
+    failed_moves: int = 0  # moves that ended with no legal action or no answer
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -78,15 +79,17 @@ class LlmAgent:
         spent: Callable[[float], str | None] = lambda usd: None,
         secret: str | None = None,
         out: TextIO | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         """`client` None: replay from `cache` only, never calling the endpoint. `spent` hears
         each request's cost and answers why no further one may be sent (a spent budget), or
-        None."""
+        None. `breaker`: shared by the agents of one endpoint in a process, so a dead endpoint
+        is learnt once, not once per match set."""
         self.config, self.client, self.cache = config, client, cache
         self.unit_key, self.spent, self.secret = unit_key, spent, secret
         self.out = out  # None: sys.stdout when printing (the unit's captured log)
         self.usage = LlmUsage()
-        self.breaker = CircuitBreaker()
+        self.breaker = breaker or CircuitBreaker()
         self._asked: Counter[str] = Counter()  # how often each request was asked in this unit
         self._episode, self._move = 0, 0
         self._previous: list[str] | None = None
@@ -99,6 +102,13 @@ class LlmAgent:
         self._move, self._previous, self._game = 0, None, None
 
     def act(self, observation: dict[str, Any]) -> Any:
+        try:
+            return self._act(observation)
+        except (NoLegalAction, ChatError, HttpAgentError):
+            self.usage.failed_moves += 1
+            raise
+
+    def _act(self, observation: dict[str, Any]) -> Any:
         self._move += 1
         self.usage.moves += 1
         prompt = render(self.config.template or "", observation)
@@ -118,13 +128,16 @@ class LlmAgent:
             content = self._ask(messages)
             try:
                 action = extract_action(content)
-                game.parse_action(observation["player"], action)
-            except (UnparseableAnswer, ValueError, TypeError) as exc:
+            except UnparseableAnswer as exc:
                 why = str(exc)
                 continue
+            try:
+                game.parse_action(observation["player"], action)
+            except (ValueError, TypeError) as exc:  # the refused action first: it is read most
+                why = f"{json.dumps(action)[:40]} refused: {exc}"
+                continue
             return action
-        self.usage.failed_moves += 1
-        raise LlmAnswerError(f"no legal action in {self.config.reasks + 1} answer(s): {why}")
+        raise NoLegalAction(f"{why} ({self.config.reasks + 1} answers)")
 
     def _game_of(self, observation: dict[str, Any]) -> Game:
         if self._game is None:  # only parse_action is used: whether an answer is legal
@@ -138,13 +151,13 @@ class LlmAgent:
         self._asked[digest] += 1
         key = hashlib.sha256(f"{digest}:{self.unit_key}:{occurrence}".encode()).hexdigest()
         entry = self._replayed(key) if self.client is None else self._asked_live(key, messages)
+        self.usage.attempts += entry.get("attempts", 0)
         if "error" in entry:
             self._print(f"[llm] no answer: {entry['error']}")
-            raise ChatError(entry["error"])
+            raise ChatError(entry["error"], entry.get("attempts", 0))
         cost = self.config.prices.cost(entry["prompt_tokens"], entry["completion_tokens"])
         usage = self.usage
         usage.requests += 1
-        usage.attempts += entry["attempts"]
         usage.prompt_tokens += entry["prompt_tokens"]
         usage.completion_tokens += entry["completion_tokens"]
         usage.cost_usd += cost
@@ -175,13 +188,15 @@ class LlmAgent:
         if self._stop is not None:
             raise SpendingStopped(self._stop)
         entry: dict[str, Any]
+        probe = self.breaker.failures >= self.breaker.trip_after  # down: one attempt
         try:
             self.breaker.check()
-            completion = self.client.complete(messages)
+            completion = self.client.complete(messages, retries=0 if probe else None)
         except (ChatError, HttpAgentError, LimitUnreachable) as exc:
             if not isinstance(exc, HttpAgentError):
                 self.breaker.failed()
-            entry = {"error": self._redact(str(exc))}
+            attempts = exc.attempts if isinstance(exc, ChatError) else 0
+            entry = {"error": self._redact(str(exc)), "attempts": attempts}
         else:
             self.breaker.succeeded()
             entry = {

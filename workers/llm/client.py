@@ -39,7 +39,11 @@ RETRIED_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 
 
 class ChatError(RuntimeError):
-    """The endpoint gave no usable answer (after retries)."""
+    """The endpoint gave no usable answer (after retries); `attempts`: the requests sent."""
+
+    def __init__(self, why: str, attempts: int = 1) -> None:
+        super().__init__(why)
+        self.attempts = attempts
 
 
 class _Retryable(ChatError):
@@ -106,11 +110,13 @@ class ChatClient:
             sent["response_format"] = {"type": "json_object"}
         return sent
 
-    def complete(self, messages: list[dict[str, str]]) -> Completion:
+    def complete(self, messages: list[dict[str, str]], retries: int | None = None) -> Completion:
+        """The answer, or ChatError. `retries`: this request's (default the spec's; a probe of
+        an endpoint that counts as down sends one)."""
         body = {"model": self.config.model, "messages": messages, **self.parameters()}
         attempts = 0
         retrying = Retrying(
-            stop=stop_after_attempt(self.config.retries + 1),
+            stop=stop_after_attempt((self.config.retries if retries is None else retries) + 1),
             wait=_wait,
             retry=retry_if_exception(_retryable),
             reraise=True,
@@ -120,9 +126,13 @@ class ChatClient:
                 with attempt:
                     attempts += 1
                     answer, latency_s = self._attempt(body)
-        except _Retryable as exc:
-            raise ChatError(f"{exc} after {attempts} attempt(s)") from None
-        return _completion(answer, latency_s, attempts)
+        except ChatError as exc:
+            tries = f" after {attempts} attempt(s)" if isinstance(exc, _Retryable) else ""
+            raise ChatError(f"{exc}{tries}", attempts) from None
+        try:
+            return _completion(answer, latency_s, attempts)
+        except ChatError as exc:
+            raise ChatError(str(exc), attempts) from None
 
     def _attempt(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         tokens = len(str(body["messages"])) // CHARS_PER_TOKEN + self.config.max_tokens
