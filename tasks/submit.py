@@ -71,7 +71,7 @@ def submit(
     if replay_cache:
         units, fresh = for_replay(units), True
     batch_id = batch.batch_id
-    _check_chunk_limits(units, workload.chunk_size, visibility_timeout_s)
+    _check_chunk_limits(units, workload.chunk_size_for(units), visibility_timeout_s)
     info = store.batch(batch_id)
     running = info is not None and info.status == "running" and not resume_running
     if fresh and running:
@@ -107,7 +107,7 @@ def submit(
         reduce_batch.delay(batch_id)
         return said(reused=reused, enqueued=0, state="reducing")
     store.reset_attempts(batch_id, [u.id for u in missing])
-    _fan_out(store, batch_id, missing, workload.chunk_size)
+    _fan_out(store, batch_id, missing, workload.chunk_size_for(units))
     return said(reused=reused, enqueued=len(missing), state="enqueued")
 
 

@@ -299,7 +299,7 @@ def requeue_units(batch_id: str, unit_ids: list[str]) -> None:
     )
     stamp = int(time.time())
     plan = {}
-    for index, chunk in enumerate(chunked(units, workload.chunk_size)):
+    for index, chunk in enumerate(chunked(units, workload.chunk_size_for(units))):
         chunk_id = f"requeued-{stamp}-{index}-{chunk[0].id}"
         plan[chunk_id] = [u.id for u in chunk]
         # Nothing waits on its result: no subscription to it (this runs in a worker's main

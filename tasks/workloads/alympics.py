@@ -178,6 +178,13 @@ class AlympicsWorkload(Workload):
     item_model = AlympicsGame
     params_model = AlympicsParams
     chunk_size = 10  # a match set takes about 10 ms (docs/performance.md, section 1)
+
+    def chunk_size_for(self, units: Sequence[Unit]) -> int:
+        """An llm agent's match set waits on its endpoint (seconds to hours): one per task, so
+        every worker takes its share (10 to a chunk would leave the others idle)."""
+        has_llm = any(u.payload.get("agent", {}).get("llm") for u in units)
+        return 1 if has_llm else self.chunk_size
+
     score_header = "Composite"
     page_columns = (
         *(

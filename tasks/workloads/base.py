@@ -208,6 +208,11 @@ class Workload(ABC):
     params_model: ClassVar[type[BaseModel]]
     # Units per Celery task: tiny units are chunked so dispatch does not dominate.
     chunk_size: ClassVar[int] = 1
+
+    def chunk_size_for(self, units: Sequence[Unit]) -> int:
+        """The chunk size for these units (a workload whose units are sometimes long says so)."""
+        return self.chunk_size
+
     # How a leaderboard shows the entries (arena/cli/tables.py): the primary score, then the
     # interval (rows not separated from the row above are marked), these stats, and the errors
     # column when any entry has errors. Declared, so no column depends on the values of the

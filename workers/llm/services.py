@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from limits import RateLimitItemPerMinute
+from limits import RateLimitItemPerSecond
 from limits.storage import MemoryStorage, Storage
 from limits.strategies import MovingWindowRateLimiter
 
@@ -93,8 +93,14 @@ def _semaphore(endpoint: str, concurrent: int | None) -> Iterator[None]:
         yield
 
 
+# A limit per minute is kept over a window this long: the endpoint counts a request when it
+# arrives, and requests travel for different times, so a window of exactly 60 s let a
+# provider see R + 1 in its minute (measured: the 61st arrived 0.8-1.7 ms inside it).
+WINDOW_S = 61
+
+
 def _per_minute(amount: int | None) -> Any:
-    return RateLimitItemPerMinute(amount) if amount is not None else None
+    return RateLimitItemPerSecond(amount, WINDOW_S) if amount is not None else None
 
 
 _memory = MemoryStorage()
