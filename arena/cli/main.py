@@ -13,6 +13,7 @@ import click
 import redis
 
 from arena.cli.batches import COMMANDS
+from arena.cli.compare import compare_command
 from arena.cli.games import benchmark_command
 from arena.cli.mario import mario_group
 from arena.cli.races import race_group
@@ -153,6 +154,7 @@ def game_group() -> None:
 
 
 game_group.add_command(benchmark_command)
+cli.add_command(compare_command)
 cli.add_command(mario_group)
 cli.add_command(race_group)
 cli.add_command(beat_command)

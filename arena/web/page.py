@@ -19,10 +19,12 @@ from fastapi.responses import HTMLResponse, Response
 from arena.service import boards, pictures, races
 from arena.service.batches import recent_batches
 from arena.service.boards import Board
+from arena.service.compare import neighbour_comparisons
 from arena.service.numbers import format_value, stat
 from arena.web.figures import CAPTIONS, board_figures, figure, replay_figure, trends
 from arena.web.html import PAGE_CSP, band, bar, data, e, interval, layout, number
 from arena.web.state import ApiState, not_found
+from scoring.compare import Comparison
 from tasks.records import FINISHED, BatchInfo
 from tasks.store import LeaderboardRow, Store
 from tasks.validation import InputError, RunFailed
@@ -95,20 +97,35 @@ def replay_link(url: str | None) -> str:
     return f'<td><a class="replay" href="{e(url)}">replay</a></td>' if url else "<td></td>"
 
 
+def versus_cell(found: Comparison | None) -> str:
+    """P(this row's agent beats the next row's), its interval, and whether they separate."""
+    if found is None:
+        return '<td class="versus"></td>'
+    low, high = found.ci95
+    verdict = "better" if found.better == "a" else "worse" if found.better else "not separated"
+    values = {"probability": found.probability, "ci95": [low, high], "better": found.better}
+    return (
+        f'<td class="versus" data-value="{data(values)}">'
+        f"{found.probability:.2f} [{low:.2f}, {high:.2f}] {verdict}</td>"
+    )
+
+
 def board_rows(
     board: Board,
     columns: tuple[PageColumn, ...],
     replays: dict[str, str | None],
     trend: dict[str, str],
+    versus: dict[str, Comparison] | None = None,
 ) -> str:
     rows = []
     for rank, row in enumerate(board.rows, 1):
         cells = "".join(cell(c, row.stats) for c in columns)
         replay = replay_link(replays.get(row.agent)) if replays else ""
+        beats = versus_cell(versus.get(row.agent)) if versus else ""
         rows.append(
             f'<tr class="entry" data-agent="{e(row.agent)}"><td class="rank">{rank}</td>'
             f'<td class="name agent">{e(row.agent)}</td>{number(row.score, "number", "score")}'
-            f'{cells}{replay}<td class="trend">{trend.get(row.agent, "")}</td></tr>'
+            f'{cells}{replay}{beats}<td class="trend">{trend.get(row.agent, "")}</td></tr>'
         )
     return "".join(rows)
 
@@ -127,11 +144,13 @@ def board_page(api: ApiState, name: str) -> str:
         if not c.optional or any(stat(r.stats, c.key) is not None for r in board.rows)
     )
     replays = workload is not None and workload.replays
+    versus = neighbour_comparisons(api.db, board)
     heads = [c.header for c in columns] + (["Best episode"] if replays else [])
+    heads += ["P(beats next) [95%]"] if versus else []
     urls = {r.agent: replay_url(api.db, name, r) for r in board.rows} if replays else {}
     kinds = pictures.board_kinds(board)
     trend, legend = trends(api.db, board, kinds)
-    rows = board_rows(board, columns, urls, trend)
+    rows = board_rows(board, columns, urls, trend, versus)
     leader = board.rows[0].agent if board.rows else ""
     best = urls.get(leader)
     replay = replay_figure(best, leader) if best else ""

@@ -1,0 +1,84 @@
+"""Two agents of a board compared episode by episode (`arena compare`, the board page's
+neighbouring rows; docs/mario.md, "Comparing two agents"). The episodes are the ones the
+board's `episodes` picture reads (pictures.episodes_picture: the unit results of the batch
+behind each row); the statistic is scoring/compare.py's."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import BaseModel
+
+from arena.service.boards import Board, read_board
+from arena.service.pictures import AgentEpisodes, board_kinds, episodes_picture
+from scoring.compare import RESAMPLES, Comparison, compare_scores
+from tasks.store import Store
+from tasks.validation import InputError
+
+
+class BoardComparison(BaseModel):
+    board: str
+    a: str
+    b: str
+    scores_a: list[float]  # each episode, a failed one at the rubric's score for it
+    scores_b: list[float]
+    comparison: Comparison
+
+
+def episode_scores(agent: AgentEpisodes) -> list[float]:
+    """The agent's episodes as its row scored them: those played, then each failed episode at
+    the worst its played episodes scored, or 0, whichever is lower (scoring/mario.py)."""
+    return agent.scores + [min([0.0, *agent.scores])] * agent.failed
+
+
+def check_comparable(board: Board) -> None:
+    if "episodes" not in board_kinds(board):
+        what = f"a board of {board.workload.name}" if board.workload else "an empty board"
+        raise InputError(
+            f"compare: leaderboard {board.name!r} is {what}: its rows keep no per-episode "
+            "scores to compare (a Mario board's do)"
+        )
+
+
+def compare_agents(
+    db: Store, name: str, a: str, b: str, resamples: int = RESAMPLES, seed: int = 0
+) -> BoardComparison:
+    """P(A beats B) on board NAME; InputError naming the board or agent that is missing."""
+    board = read_board(db, name)
+    check_comparable(board)
+    if a == b:
+        raise InputError(f"compare: {a!r} against itself; name two agents")
+    rows = {r.agent: r for r in board.rows}
+    for agent in (a, b):
+        if agent not in rows:
+            raise InputError(f"compare: no agent {agent!r} on leaderboard {name!r}")
+    picture = episodes_picture(db, board, [rows[a], rows[b]])
+    scores_a, scores_b = (episode_scores(x) for x in picture.agents)
+    for agent, scores in ((a, scores_a), (b, scores_b)):
+        if not scores:
+            raise InputError(f"compare: {agent!r} has no episodes on leaderboard {name!r}")
+    comparison = compare_scores(scores_a, scores_b, resamples, seed)
+    return BoardComparison(
+        board=name, a=a, b=b, scores_a=scores_a, scores_b=scores_b, comparison=comparison
+    )
+
+
+def neighbour_comparisons(db: Store, board: Board) -> dict[str, Comparison]:
+    """Each row against the row below it, keyed by the upper row's agent (the board page): none
+    on a board without per-episode scores, nor for a pair where one has no episodes."""
+    if "episodes" not in board_kinds(board):
+        return {}
+    scores = [episode_scores(x) for x in episodes_picture(db, board, board.rows).agents]
+    return {
+        upper.agent: kept_comparison(tuple(scores[i]), tuple(scores[i + 1]))
+        for i, upper in enumerate(board.rows[:-1])
+        if scores[i] and scores[i + 1]
+    }
+
+
+@lru_cache(maxsize=256)
+def kept_comparison(a: tuple[float, ...], b: tuple[float, ...]) -> Comparison:
+    """compare_scores with the defaults, kept per process by the scores themselves: the page
+    bootstraps each pair once (2,000 resamples of 1,000 distinct episodes each take about a
+    second), not on every load."""
+    return compare_scores(a, b)
