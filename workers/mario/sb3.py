@@ -21,14 +21,19 @@ Loading a checkpoint unpickles parts of it (SB3's format): a checkpoint is code,
 point, and is loaded only in the agent sandbox, never in the worker (unless the operator trusts
 every agent: docs/agents.md, "Where agents run"). docs/mario.md, "Stable-Baselines3
 checkpoints".
+
+A process loads a checkpoint once: `load_checkpoint_agent` keeps the last models it loaded
+(workers/mario/checkpoints.py), keyed by the file's content (sha256), the device and the
+preprocessing, and gives each call a new CheckpointAgent (its own frame stack) over the cached
+model. docs/mario.md, "Where checkpoints are loaded".
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+import io
 import logging
 import os
-import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -36,6 +41,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from workers.mario.checkpoints import (
+    CACHE,
+    LoadedModel,
+    checkpoint_algorithm,
+    content_digest,
+    read_file,
+)
 from workers.mario.compat import import_gym_quietly
 from workers.mario.determinism import make_deterministic, runtime_provenance
 
@@ -53,7 +65,6 @@ log = logging.getLogger(__name__)
 
 Image = np.ndarray[Any, np.dtype[np.uint8]]
 Index = np.ndarray[Any, np.dtype[np.int64]]
-ALGORITHMS = ("PPO", "A2C", "DQN")
 # OpenCV's RGB2GRAY coefficients: BT.601's 0.299, 0.587, 0.114 scaled by 2**14.
 _R2Y, _G2Y, _B2Y, _GRAY_SHIFT = 4899, 9617, 1868, 14
 
@@ -240,9 +251,19 @@ class CheckpointAgent:
 
 
 def load_checkpoint_agent(
-    path: str, *, grayscale: bool, resize: int, frame_stack: int, device: str
+    path: str,
+    *,
+    grayscale: bool,
+    resize: int,
+    frame_stack: int,
+    device: str,
+    cache: bool = True,
 ) -> CheckpointAgent:
     """Load a PPO, A2C or DQN checkpoint as an agent applying the declared preprocessing.
+
+    A checkpoint this process already loaded with the same content, device and preprocessing
+    is not loaded again (CACHE; `cache=False` loads afresh and keeps nothing): the agent is a new
+    CheckpointAgent over the same model, whose `reset` clears its frames and seeds as always.
 
     Raises FileNotFoundError for a missing file, ValueError for a file that is not an SB3
     checkpoint of a known algorithm, or whose spaces do not fit the preprocessing (a Box of
@@ -251,8 +272,6 @@ def load_checkpoint_agent(
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"sb3: no checkpoint file {path!r}")
-    data = _read_data(file)
-    algorithm = _algorithm(data, path)
     import_gym_quietly()  # SB3 imports gym when it is installed (the mario extra brings it)
     try:  # here: the sb3 extra (torch: seconds to import), only where a checkpoint loads
         import stable_baselines3
@@ -261,6 +280,7 @@ def load_checkpoint_agent(
         raise ImportError(
             "sb3: Stable-Baselines3 checkpoints need the sb3 extra: pip install 'arena-eval[sb3]'"
         ) from error
+    # Every call, cached or not: other code of this process may have changed them since.
     make_deterministic(torch)  # before anything touches CUDA (cuBLAS reads its workspace once)
     device = _device(device, torch.cuda.is_available())
     if device == "cpu" and not any(os.environ.get(v) for v in _THREAD_VARIABLES):
@@ -269,20 +289,37 @@ def load_checkpoint_agent(
         # (NatureCNN, 2 shared cores: 1.2-2.3 ms a step on one thread, 17-80 ms on two).
         # OMP_NUM_THREADS or MKL_NUM_THREADS, when set, are left to torch.
         torch.set_num_threads(1)
-    algorithm_class: type[BaseAlgorithm] = getattr(stable_baselines3, algorithm)
+    loaded = CACHE.get((content_digest(file), device, preprocessing)) if cache else None
+    if loaded is None:
+        raw = read_file(file)  # read once: the digest is of the bytes loaded, not of the path
+        key = (hashlib.sha256(raw).hexdigest(), device, preprocessing)
+        loaded = _load(raw, path, preprocessing, device, stable_baselines3)
+        make_deterministic(torch)  # again: unpickling the checkpoint ran its code
+        if cache:
+            CACHE.put(key, loaded)
+        log.info("sb3: %s loaded as %s on %s", path, loaded.algorithm, loaded.model.device)
+    else:
+        log.info("sb3: %s already loaded in this process, on %s", path, loaded.model.device)
+    agent = CheckpointAgent(loaded.model, preprocessing, loaded.n_actions, path)
+    agent.runtime = runtime_provenance(torch, loaded.model.device)
+    return agent
+
+
+def _load(
+    raw: bytes, path: str, preprocessing: Preprocessing, device: str, sb3: Any
+) -> LoadedModel:
+    """The checkpoint's bytes as a model on `device`, once its spaces fit the preprocessing."""
+    algorithm = checkpoint_algorithm(raw, path)
+    algorithm_class: type[BaseAlgorithm] = getattr(sb3, algorithm)
     try:
         # Training-only callables (pickled lambdas) break across Python versions; unused here.
-        model = algorithm_class.load(file, device=device, custom_objects=_INFERENCE_ONLY)
+        model = algorithm_class.load(io.BytesIO(raw), device=device, custom_objects=_INFERENCE_ONLY)
     except MemoryError:
         raise  # the memory limit, not a malformed file (docs/agents.md, "Where agents run")
     except Exception as error:
         raise ValueError(f"sb3: cannot load {path!r} as {algorithm}: {error}") from error
-    make_deterministic(torch)  # again: unpickling the checkpoint ran its code
     n_actions = _check_spaces(model, preprocessing, path)
-    log.info("sb3: %s loaded as %s on %s", path, algorithm, model.device)
-    agent = CheckpointAgent(model, preprocessing, n_actions, path)
-    agent.runtime = runtime_provenance(torch, model.device)
-    return agent
+    return LoadedModel(model, n_actions, algorithm)
 
 
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -292,42 +329,6 @@ _INFERENCE_ONLY: dict[str, Any] = {
     "clip_range": lambda _: 0.0,
     "exploration_schedule": lambda _: 0.0,
 }
-
-
-def _read_data(file: Path) -> dict[str, Any]:
-    """The checkpoint's "data" member as plain JSON (nothing unpickled yet)."""
-    try:
-        with zipfile.ZipFile(file) as archive:
-            raw = archive.read("data")
-        data = json.loads(raw)
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
-        raise ValueError(
-            f"sb3: {str(file)!r} is not a Stable-Baselines3 checkpoint (a .zip written by "
-            f"model.save, with a 'data' member): {error}"
-        ) from None
-    if not isinstance(data, dict):
-        raise ValueError(f"sb3: {str(file)!r}: its 'data' member is not a JSON object")
-    return data
-
-
-def _algorithm(data: dict[str, Any], path: str) -> str:
-    """Which algorithm saved the checkpoint: SB3 stores no class name, but each algorithm's
-    hyperparameters and policy module tell them apart."""
-    policy = data.get("policy_class")
-    module = policy.get("__module__", "") if isinstance(policy, dict) else ""
-    if module.startswith("sb3_contrib"):
-        # Their policies need what plain load/predict lack (recurrent states, action masks).
-        raise ValueError(f"sb3: {path!r} was saved by sb3-contrib ({module}): not supported")
-    if module.startswith("stable_baselines3.dqn") or "target_update_interval" in data:
-        return "DQN"
-    if "clip_range" in data or "n_epochs" in data:
-        return "PPO"
-    if "vf_coef" in data and "n_steps" in data:
-        return "A2C"
-    raise ValueError(
-        f"sb3: {path!r} was not saved by one of {', '.join(ALGORITHMS)} (policy module "
-        f"{module or 'unknown'!r}); a discrete-action algorithm of stable_baselines3 is needed"
-    )
 
 
 def _device(device: str, cuda: bool) -> str:
