@@ -26,7 +26,7 @@ from scoring.mario import (
 )
 from scoring.mario_display import format_leaderboard
 from tasks.identity import protocol_fingerprint
-from tasks.spec import Name, SpecModel
+from tasks.spec import SpecModel
 from tasks.workloads.base import (
     LeaderboardEntry,
     PageColumn,
@@ -52,6 +52,12 @@ from workers.sandbox.agent_sandbox import STEP_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 BUILTIN_NAMES = ("random", "right", "jump-right")  # workers.mario.agents.BUILTIN (a test checks)
+# An agent's name: a name, or a checkpoint of a training run, `<run>@<steps>` (`ppo-a@500k`,
+# docs/mario.md "Series"): the steps a number, with k (thousands) or M (millions).
+AgentName = Annotated[
+    str,
+    Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(@[0-9]{1,12}[kM]?)?$", max_length=64),
+]
 
 
 class Preprocess(SpecModel):
@@ -67,7 +73,7 @@ class MarioAgentSpec(SpecModel):
     checkpoint (`sb3: path.zip`, with its `preprocess`), or a Docker image serving the agent
     contract on a unix socket (`image:`, docs/agents.md "Agents as images")."""
 
-    name: Name
+    name: AgentName
     builtin: str | None = None
     entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
     sb3: Annotated[str, Field(min_length=1, max_length=4096)] | None = None

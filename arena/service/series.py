@@ -1,0 +1,120 @@
+"""Series (docs/mario.md, "Series"): the checkpoints of one training run on a board, agents named
+`<run>@<steps>` (`ppo-a@500k`), read as a learning curve: each checkpoint's score and success
+rate, with their intervals, against its training steps. The board keeps each checkpoint as a
+row; a series is read from those rows (GET /leaderboards/{name}/series/{run}, `arena mario
+series`, the board page's learning curves), nothing scored again."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel
+
+from arena.service.boards import Board, read_board
+from arena.service.numbers import as_number, stat
+from arena.service.trends import Pair, pair
+from tasks.store import LeaderboardRow, Store
+from tasks.validation import InputError
+
+CHECKPOINT = re.compile(r"^(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,63})@(?P<steps>[0-9]{1,12}[kM]?)$")
+UNITS = {"": 1, "k": 1_000, "M": 1_000_000}
+
+
+def steps_label(steps: int) -> str:
+    """Training steps written compactly: 500000 -> 500k, 1000000 -> 1M, 2048 -> 2048 (only an
+    exact multiple takes a unit, so the label gives the steps back exactly)."""
+    if steps < 0:
+        raise ValueError(f"steps: {steps} is negative")
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if steps >= size and steps % size == 0:
+            return f"{steps // size}{unit}"
+    return str(steps)
+
+
+def checkpoint_name(run: str, steps: int) -> str:
+    """The agent a checkpoint is on a board: `<run>@<steps>`."""
+    name = f"{run}@{steps_label(steps)}"
+    if not CHECKPOINT.match(name) or len(name) > 64:
+        raise ValueError(f"run: {run!r} does not make an agent name with {steps} steps ({name!r})")
+    return name
+
+
+def parse_checkpoint(name: str) -> tuple[str, int] | None:
+    """(run, steps) of an agent named `<run>@<steps>`; None for any other name."""
+    found = CHECKPOINT.match(name)
+    if found is None:
+        return None
+    label = found["steps"]
+    unit = label[-1] if label[-1] in "kM" else ""
+    return found["run"], int(label[: len(label) - len(unit)]) * UNITS[unit]
+
+
+class SeriesPoint(BaseModel):
+    """One checkpoint of the run: its row on the board."""
+
+    agent: str
+    steps: int
+    batch: str  # the evaluation that wrote the row
+    score: float  # the board's score (Mario: the best episode)
+    success_rate: float | None = None
+    success_ci95: Pair | None = None  # Wilson 95%
+    iqm_score: float | None = None  # interquartile mean of the episodes' scores
+    iqm_ci95: Pair | None = None  # bootstrap 95%
+    mean_score: float | None = None
+    episodes: int | None = None
+    failed: int | None = None
+
+
+class Series(BaseModel):
+    """A run's learning curve on a board: one point per checkpoint, by training steps."""
+
+    board: str
+    run: str
+    points: list[SeriesPoint]
+
+
+def point_of(row: LeaderboardRow, steps: int) -> SeriesPoint:
+    stats = row.stats
+    episodes, failed = as_number(stat(stats, "episodes")), as_number(stat(stats, "failed"))
+    return SeriesPoint(
+        agent=row.agent,
+        steps=steps,
+        batch=row.batch,
+        score=row.score,
+        success_rate=as_number(stat(stats, "success_rate")),
+        success_ci95=pair(stat(stats, "success_ci95")),
+        iqm_score=as_number(stat(stats, "iqm_score")),
+        iqm_ci95=pair(stat(stats, "iqm_ci95")),
+        mean_score=as_number(stat(stats, "mean_score")),
+        episodes=None if episodes is None else int(episodes),
+        failed=None if failed is None else int(failed),
+    )
+
+
+def board_series(board: Board) -> list[Series]:
+    """Every series of a board (a run with at least one checkpoint row), by run name."""
+    runs: dict[str, list[SeriesPoint]] = {}
+    for row in board.rows:
+        parsed = parse_checkpoint(row.agent)
+        if parsed is not None:
+            runs.setdefault(parsed[0], []).append(point_of(row, parsed[1]))
+    return [
+        Series(board=board.name, run=run, points=sorted(points, key=lambda p: p.steps))
+        for run, points in sorted(runs.items())
+    ]
+
+
+def series_of(board: Board, run: str) -> Series:
+    """The run's series on a board already read; InputError when it has no checkpoint there."""
+    for series in board_series(board):
+        if series.run == run:
+            return series
+    raise InputError(
+        f"series: no checkpoints of run {run!r} on leaderboard {board.name!r} "
+        f"(agents named {run}@STEPS)"
+    )
+
+
+def read_series(db: Store, name: str, run: str) -> Series:
+    """The run's series on board NAME; InputError naming the board or the run when missing."""
+    return series_of(read_board(db, name), run)

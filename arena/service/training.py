@@ -1,0 +1,206 @@
+"""Checkpoints evaluated while they train (docs/mario.md, "Evaluating while training"): what the
+SB3 callback (arena/integrations/sb3.py) and `arena mario watch` share. A checkpoint
+`<folder>/<run>@<steps>.zip` becomes a one-agent Mario batch, its agent named `<run>@<steps>`,
+under a template's levels, protocol and params, so every checkpoint of a run lands on the same
+board (the protocol's) and forms a series there (arena/service/series.py).
+
+Where it runs: the cluster at ARENA_REDIS_URL, or (none set) the embedded default, started once
+and kept while the caller runs (`evaluation_cluster`). A batch's id hashes its spec and the
+checkpoint's bytes, so submitting the same checkpoint again finds the batch already evaluated
+(or resumes it, on the embedded cluster) instead of running it twice."""
+
+from __future__ import annotations
+
+import copy
+import time
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from arena.embedded import embedded_cluster, forget_broker_state
+from arena.service.cluster import connect
+from arena.service.series import checkpoint_name, parse_checkpoint
+from tasks.records import FINISHED
+from tasks.settings import ArenaSettings, load_settings
+from tasks.spec import load_spec_file
+from tasks.store import Store
+from tasks.validation import InputError
+from tasks.workloads import validate_batch
+from tasks.workloads.base import ValidatedBatch
+
+if TYPE_CHECKING:
+    from tasks.submit import Submission
+
+DEFAULT_SPEC: dict[str, Any] = {
+    "workload": "mario",
+    "items": ["1-1"],
+    "protocol": {"episodes": 8, "seed": 0},
+    "params": {},
+}
+AGENT_KEYS = ("preprocess", "device", "timeout_s")  # what a template's agent lends a checkpoint
+
+
+@dataclass(frozen=True)
+class CheckpointTemplate:
+    """How each checkpoint of a run is evaluated: a Mario spec's items, protocol, params and
+    leaderboard (its agents ignored), and the checkpoint agent's preprocessing and device."""
+
+    spec: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_SPEC))
+    agent: dict[str, Any] = field(default_factory=dict)
+
+    def spec_for(self, name: str, path: Path) -> dict[str, Any]:
+        """The batch of one checkpoint: the template with the checkpoint as its only agent."""
+        agent = {"name": name, "sb3": str(path.resolve()), **self.agent}
+        return {**copy.deepcopy(self.spec), "agents": [agent]}
+
+    def check(self) -> None:
+        """Refuse a bad template at once (InputError naming the field), not at the first
+        checkpoint: the same spec with a built-in in the checkpoint's place."""
+        spec = {**copy.deepcopy(self.spec), "agents": ["right"]}
+        if spec.get("workload") != "mario":
+            raise InputError("spec: workload: checkpoints are evaluated by the mario workload")
+        validate_batch(spec, asker="operator")
+        extra = set(self.agent) - set(AGENT_KEYS)
+        if extra:
+            raise InputError(f"agent: {sorted(extra)} (a checkpoint takes {list(AGENT_KEYS)})")
+
+
+def template(
+    spec: str | Path | dict[str, Any] | None = None,
+    *,
+    level: str | None = None,
+    episodes: int | None = None,
+    seed: int | None = None,
+    params: dict[str, Any] | None = None,
+    leaderboard: str | None = None,
+    preprocess: dict[str, Any] | None = None,
+    device: str | None = None,
+) -> CheckpointTemplate:
+    """A checked template: `spec` (a Mario spec file or dict; default: 1-1, 8 episodes, seed 0,
+    the default params), each option given overriding it. A spec's first agent, if it has
+    one, lends the checkpoints its preprocess, device and timeout_s."""
+    base = load_spec_file(spec) if isinstance(spec, str | Path) else spec
+    if base is not None and not isinstance(base, dict):
+        raise InputError("spec: not a mapping")
+    body = copy.deepcopy(base if base is not None else DEFAULT_SPEC)
+    agents = body.pop("agents", None) or [{}]
+    first = agents[0] if isinstance(agents[0], dict) else {}
+    agent = {k: first[k] for k in AGENT_KEYS if k in first}
+    body.setdefault("workload", "mario")
+    body.setdefault("items", ["1-1"])
+    protocol = dict(body.get("protocol") or {})
+    if episodes is not None:
+        protocol["episodes"] = episodes
+    if seed is not None:
+        protocol["seed"] = seed
+    body["protocol"] = protocol
+    body["params"] = {**(body.get("params") or {}), **(params or {})}
+    if level is not None:
+        body["items"] = [level]
+    if leaderboard is not None:
+        body["leaderboard"] = leaderboard
+    if preprocess is not None:
+        agent["preprocess"] = preprocess
+    if device is not None:
+        agent["device"] = device
+    made = CheckpointTemplate(spec=body, agent=agent)
+    made.check()
+    return made
+
+
+@dataclass
+class Target:
+    """Where checkpoints are submitted: a store, its settings, and whether it is the embedded
+    cluster (whose interrupted batches a submission resumes, and which runs only while its
+    owner does)."""
+
+    db: Store
+    settings: ArenaSettings
+    embedded: bool
+
+
+@contextmanager
+def evaluation_cluster(workers: int | None = None) -> Iterator[Target]:
+    """The cluster at ARENA_REDIS_URL, or the embedded default for the length of the block."""
+    settings = load_settings()
+    if settings.redis_url:
+        yield Target(connect(settings), settings, embedded=False)
+        return
+    with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
+        forget_broker_state(url)  # an interrupted run's messages: resumed by resubmission
+        local = settings.model_copy(update={"redis_url": url})
+        yield Target(connect(local), local, embedded=True)
+
+
+def checkpoint_batch(tpl: CheckpointTemplate, path: Path, name: str) -> ValidatedBatch:
+    """The checkpoint's batch, validated and identified (its file hashed)."""
+    return validate_batch(tpl.spec_for(name, path), asker="operator")
+
+
+def submit_checkpoint(target: Target, batch: ValidatedBatch) -> Submission:
+    from tasks.submit import submit  # Celery (0.3 s) only when a checkpoint is submitted
+
+    return submit(
+        target.db,
+        batch,
+        resume_running=target.embedded,
+        visibility_timeout_s=target.settings.visibility_timeout_s,
+    )
+
+
+def wait_finished(db: Store, batch_ids: list[str], timeout_s: float | None = None) -> list[str]:
+    """Wait until every batch has ended (or `timeout_s` passed): the ids still running."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    left = list(batch_ids)
+    while left:
+        left = [b for b in left if db.status(b) not in FINISHED]
+        if not left or (deadline is not None and time.monotonic() > deadline):
+            break
+        time.sleep(0.5)
+    return left
+
+
+def save_name(run: str, steps: int) -> str:
+    """The file a checkpoint is saved as in its folder: `<run>@<steps>.zip`."""
+    return checkpoint_name(run, steps) + ".zip"
+
+
+def whole_zip(path: Path) -> bool:
+    """A complete .zip: its central directory reads and every member's CRC checks."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip() is None
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+        return False
+
+
+@dataclass
+class CheckpointFolder:
+    """The checkpoints that appear in a folder (`<run>@<steps>.zip`, not in subfolders), each
+    given out once, when whole: its size and modification time unchanged since the previous
+    look, and a complete .zip."""
+
+    folder: Path
+    seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (size, mtime_ns)
+    given: set[str] = field(default_factory=set)
+
+    def look(self) -> list[tuple[Path, str]]:
+        """The new whole checkpoints since the last look: (path, agent name), by steps."""
+        found = []
+        for path in sorted(self.folder.glob("*.zip")):
+            parsed = parse_checkpoint(path.stem)
+            if parsed is None or path.stem in self.given or not path.is_file():
+                continue
+            try:
+                stat = path.stat()
+            except OSError:  # removed since it was listed
+                continue
+            now = (stat.st_size, stat.st_mtime_ns)
+            before, self.seen[path.stem] = self.seen.get(path.stem), now
+            if before == now and whole_zip(path):
+                self.given.add(path.stem)
+                found.append((parsed[1], path, path.stem))
+        return [(path, name) for _, path, name in sorted(found)]
