@@ -11,7 +11,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -47,8 +47,17 @@ from tasks.workloads.untrusted import (
 from workers.agents import ENTRY_POINT, Agent, AgentChanged, load_entry_point
 from workers.fingerprint import AgentFingerprint, file_fingerprint
 from workers.images import image_fingerprint
-from workers.mario.protocol import FULL_GAME, MarioProtocol, check_level
+from workers.mario.protocol import (
+    FULL_GAME,
+    LockstepGroup,
+    MarioProtocol,
+    action_names,
+    check_level,
+)
 from workers.sandbox.agent_sandbox import STEP_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from workers.mario.runner import EpisodeOutcome
 
 log = logging.getLogger(__name__)
 BUILTIN_NAMES = ("random", "right", "jump-right")  # workers.mario.agents.BUILTIN (a test checks)
@@ -167,15 +176,45 @@ class MarioWorkload(Workload):
             return image_fingerprint(agent.image)  # the content id the workers will run
         return super().fingerprint_agent(agent)
 
+    def expand(self, batch: ValidatedBatch) -> list[Unit]:
+        """Under `inference_batch: K > 1` each checkpoint unit carries its lockstep group: the
+        env seeds of the K consecutive episodes (of its agent on its level) played with it."""
+        units = super().expand(batch)
+        size = batch.params.inference_batch
+        if size == 1:
+            return units
+        seeds: dict[tuple[str, str, int], list[Unit]] = defaultdict(list)
+        for unit in units:
+            seeds[unit.agent, unit.item, unit.episode // size].append(unit)
+        grouped = []
+        for unit in units:
+            if not unit.payload["agent"].get("sb3"):
+                grouped.append(unit)  # its agent answers one observation at a time anyway
+                continue
+            group = seeds[unit.agent, unit.item, unit.episode // size]
+            payload = {**unit.payload, "group": lockstep_group(group, unit)}
+            grouped.append(unit.model_copy(update={"payload": payload}))
+        return grouped
+
+    def chunk_size_for(self, units: Sequence[Unit]) -> int:
+        """A lockstep group's units go together, so that one worker process plays the group."""
+        grouped = [
+            u.payload["params"].get("inference_batch", 1) for u in units if "group" in u.payload
+        ]
+        return max(grouped, default=self.chunk_size)
+
     def run_unit(self, unit: Unit) -> dict[str, Any]:
         from workers.mario.runner import run_episode  # the emulator: only where units run
 
         spec = MarioAgentSpec.model_validate(unit.payload["agent"])
         params = MarioProtocol.model_validate(unit.payload["params"])
         level = unit.payload["item"]["name"]
-        with open_agent(spec, unit) as agent:
-            outcome = run_episode(level, agent, params, unit.env_seed, unit.agent_seed)
-            runtime = getattr(agent, "runtime", None) if spec.sb3 else None
+        if "group" in unit.payload:
+            outcome, runtime = run_in_group(spec, params, unit)
+        else:
+            with open_agent(spec, unit) as agent:
+                outcome = run_episode(level, agent, params, unit.env_seed, unit.agent_seed)
+                runtime = getattr(agent, "runtime", None) if spec.sb3 else None
         result = outcome.model_dump(mode="json")
         if isinstance(runtime, dict):  # a checkpoint: device, versions, determinism flags
             result["runtime"] = runtime
@@ -272,6 +311,47 @@ def open_agent(spec: MarioAgentSpec, unit: Unit) -> Iterator[Agent]:
     timeout_s = spec.timeout_s or STEP_TIMEOUT_S
     with agent_for_unit(agent_source(spec), unit, timeout_s, in_process) as agent:
         yield agent
+
+
+def lockstep_group(group: Sequence[Unit], unit: Unit) -> dict[str, Any]:
+    """A unit's group (LockstepGroup) as its payload carries it."""
+    return {
+        "env_seeds": [u.env_seed for u in group],
+        "agent_seed": group[0].agent_seed,
+        "index": [u.id for u in group].index(unit.id),
+    }
+
+
+def run_in_group(
+    spec: MarioAgentSpec, params: MarioProtocol, unit: Unit
+) -> tuple[EpisodeOutcome, Any]:
+    """The unit's episode (and the agent's runtime) from its group's lockstep play: played here
+    once, its other episodes kept for the group's next units (workers/mario/batched.py)."""
+    from workers.mario.batched import GROUPS, agent_policy, run_lockstep
+    from workers.mario.sb3 import Preprocessing
+
+    group = LockstepGroup.model_validate(unit.payload["group"])
+    group.check(unit.env_seed, params.inference_batch)
+    level = unit.payload["item"]["name"]
+    key = (unit.batch_id, unit.agent, unit.item, tuple(group.env_seeds), group.agent_seed)
+    found = GROUPS.get(key)
+    if found is None:
+        pre = spec.preprocess or Preprocess()
+        preprocessing = Preprocessing(pre.grayscale, pre.resize, pre.frame_stack)
+        with open_agent(spec, unit) as agent:
+            agent.reset(
+                seed=group.agent_seed,
+                level=level,
+                action_set=params.action_set,
+                actions=action_names(params.action_set),
+            )
+            policy = agent_policy(agent)
+            outcomes = run_lockstep(level, policy, preprocessing, params, group.env_seeds)
+            runtime = getattr(agent, "runtime", None)
+        GROUPS.put(key, outcomes, runtime)
+        found = (outcomes, runtime)
+    outcomes, runtime = found
+    return outcomes[group.index], runtime
 
 
 def agent_source(spec: MarioAgentSpec) -> AgentSource:

@@ -44,6 +44,13 @@ BUTTON_BITS = {
 }
 
 
+MAX_INFERENCE_BATCH = 32
+
+
+def _single(inference_batch: int) -> bool:
+    return inference_batch == 1
+
+
 class MarioProtocol(BaseModel):
     """How episodes are played; part of a leaderboard's identity (two protocols never mix)."""
 
@@ -60,6 +67,34 @@ class MarioProtocol(BaseModel):
     # wherever the game's area pointer is; rooms left out. Protocols before it had no such key
     # (max_x then followed RAM 0x0750): their fingerprints differ, so their boards stay apart.
     max_x_rule: Literal["course"] = "course"
+    # How a checkpoint's policy is asked (docs/mario.md, "Batching"): 1, each episode alone (one
+    # observation per forward pass); K > 1, an agent's episodes on a level in fixed groups of K
+    # consecutive episodes played in lockstep, one forward pass per step for the group's live
+    # episodes. A batched forward pass can differ from single ones in the logits' last bits, so
+    # the mode is part of the protocol: two modes never share a board. Left out of the protocol
+    # when 1, so the boards of every protocol before it keep their fingerprints.
+    inference_batch: int = Field(default=1, ge=1, le=MAX_INFERENCE_BATCH, exclude_if=_single)
+
+
+class LockstepGroup(BaseModel):
+    """The episodes a unit is played with under `inference_batch: K > 1` (in its payload): the
+    env seeds of its group's episodes in order, the agent seed the group's agent is reset with
+    (its first episode's), and the unit's place in the group."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    env_seeds: list[int] = Field(min_length=1, max_length=MAX_INFERENCE_BATCH)
+    agent_seed: int
+    index: int = Field(ge=0)
+
+    def check(self, env_seed: int, inference_batch: int) -> None:
+        """ValueError unless the group fits the protocol and holds the unit's own episode."""
+        if len(self.env_seeds) > inference_batch:
+            raise ValueError(
+                f"group: {len(self.env_seeds)} episodes, the protocol plays {inference_batch}"
+            )
+        if self.index >= len(self.env_seeds) or self.env_seeds[self.index] != env_seed:
+            raise ValueError(f"group: episode {self.index} is not the unit's (env seed {env_seed})")
 
 
 def action_names(action_set: ActionSetName) -> list[list[str]]:

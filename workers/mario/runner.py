@@ -12,7 +12,7 @@ import binascii
 import random
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -128,6 +128,27 @@ def _play(
     on_frame: Callable[[Frame], None] | None,
     started: float,
 ) -> EpisodeOutcome:
+    episode = play_steps(level, game, protocol, env_seed, on_frame, started)
+    try:
+        observation = next(episode)
+        while True:
+            observation = episode.send(choose(observation))
+    except StopIteration as ended:
+        outcome: EpisodeOutcome = ended.value
+        return outcome
+
+
+def play_steps(
+    level: str,
+    game: Game,
+    protocol: MarioProtocol,
+    env_seed: int,
+    on_frame: Callable[[Frame], None] | None,
+    started: float,
+) -> Generator[dict[str, Any], int, EpisodeOutcome]:
+    """One episode as a generator: it yields each decision's observation, is sent the action
+    (an index already checked), and returns the outcome. `_play` drives one; the lockstep player
+    (workers/mario/batched.py) drives several, so both play exactly these steps."""
     buttons = action_bytes(protocol.action_set)
     sticky = random.Random(env_seed)
     info = game.reset()
@@ -137,7 +158,7 @@ def _play(
     log = bytearray()
     frames = 0
     while len(log) < protocol.max_steps and not (game.done or game.finished):
-        action = choose({"frame": game.screen, "info": info})
+        action = yield {"frame": game.screen, "info": info}
         log.append(action)
         ran, info = game.step(
             buttons[action], protocol.frame_skip, protocol.sticky_p, sticky, on_frame
@@ -210,4 +231,4 @@ class _Tracker:
         )
 
 
-__all__ = ["FULL_GAME", "EpisodeOutcome", "replay_episode", "run_episode"]
+__all__ = ["FULL_GAME", "EpisodeOutcome", "play_steps", "replay_episode", "run_episode"]

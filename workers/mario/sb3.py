@@ -67,6 +67,7 @@ Image = np.ndarray[Any, np.dtype[np.uint8]]
 Index = np.ndarray[Any, np.dtype[np.int64]]
 # OpenCV's RGB2GRAY coefficients: BT.601's 0.299, 0.587, 0.114 scaled by 2**14.
 _R2Y, _G2Y, _B2Y, _GRAY_SHIFT = 4899, 9617, 1868, 14
+BATCH_KEY = "observations"  # an act request carrying a lockstep group's stacked observations
 
 
 def luminance(frame: Image) -> Image:
@@ -244,10 +245,24 @@ class CheckpointAgent:
         self.model.set_random_seed(seed % 2**32)  # Arena's seeds are 63-bit; torch/NumPy take 32
         self.stack.clear()
 
-    def act(self, observation: Any) -> int:
+    def act(self, observation: Any) -> Any:
+        """An action; for {BATCH_KEY: (n, *shape) uint8} n actions (workers/mario/batched.py)."""
+        if isinstance(observation, dict) and BATCH_KEY in observation:
+            return self.act_batch(observation[BATCH_KEY])
         frame = observation["frame"] if isinstance(observation, dict) else observation
         action, _ = self.model.predict(self.stack.push(frame), deterministic=True)
         return int(np.asarray(action).reshape(-1)[0])
+
+    def act_batch(self, observations: Any) -> list[int]:
+        batch = np.asarray(observations)
+        shape = (*self.preprocessing.shape,)
+        if batch.ndim != 4 or batch.shape[1:] != shape or batch.dtype != np.uint8 or not batch.size:
+            raise ValueError(
+                f"sb3: a batch of observations must be (n, {', '.join(map(str, shape))}) uint8 "
+                f"with n >= 1, got {batch.shape} {batch.dtype}"
+            )
+        actions, _ = self.model.predict(batch, deterministic=True)
+        return [int(a) for a in np.asarray(actions).reshape(-1)]
 
 
 def load_checkpoint_agent(
@@ -374,6 +389,7 @@ def _check_spaces(model: BaseAlgorithm, preprocessing: Preprocessing, path: str)
 
 
 __all__ = [
+    "BATCH_KEY",
     "CheckpointAgent",
     "FrameStack",
     "MarioObservation",
