@@ -1,4 +1,6 @@
-"""`arena mario replay`: an episode played again from its stored action log, as a GIF or MP4."""
+"""`arena mario replay`: an episode played again from its stored action log, as a GIF or MP4;
+`arena mario watch`: checkpoints evaluated as they appear; `arena mario series`: a run's
+learning curve on a board (docs/mario.md, "Evaluating while training", "Series")."""
 
 from __future__ import annotations
 
@@ -6,8 +8,11 @@ from pathlib import Path
 
 import click
 
+from arena.cli.terminal import print_json
 from arena.service.cluster import open_store
 from arena.service.replays import check_video_path, pick_episode, replay, write_video
+from arena.service.series import Series, read_series
+from arena.service.training import template, watch
 from tasks.settings import load_settings
 from tasks.validation import RunFailed
 
@@ -60,9 +65,110 @@ def replay_command(
         click.echo(f"wrote {out} ({len(frames)} frames)")
 
 
+@click.command("watch")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--spec", "spec_file", help="A Mario spec: its levels, protocol, params, board.")
+@click.option("--level", help="The level (default: the spec's, else 1-1).")
+@click.option("--episodes", type=click.IntRange(min=1), help="Episodes per checkpoint.")
+@click.option("--seed", type=int, help="The protocol's seed.")
+@click.option("--max-steps", type=click.IntRange(min=1), help="The protocol's step cap.")
+@click.option("--leaderboard", help="The board's prefix (default: mario).")
+@click.option("--resize", type=click.IntRange(8, 256), help="The checkpoints' preprocessing.")
+@click.option("--frame-stack", type=click.IntRange(1, 16), help="The checkpoints' frame stack.")
+@click.option("--colour", is_flag=True, default=None, help="RGB frames, not grayscale.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), help="Where the checkpoints run.")
+@click.option("--once", is_flag=True, help="Submit what is there now and exit.")
+@click.option(
+    "--interval", type=click.FloatRange(0.1, 3600), default=2.0, show_default=True,
+    help="Seconds between looks; a file is whole once unchanged over one.",
+)  # fmt: skip
+@click.option("--workers", type=click.IntRange(min=1), help="Embedded cluster: processes.")
+def watch_command(
+    folder: Path,
+    spec_file: str | None,
+    level: str | None,
+    episodes: int | None,
+    seed: int | None,
+    max_steps: int | None,
+    leaderboard: str | None,
+    resize: int | None,
+    frame_stack: int | None,
+    colour: bool | None,
+    device: str | None,
+    once: bool,
+    interval: float,
+    workers: int | None,
+) -> None:
+    """Submit every checkpoint <run>@<steps>.zip that appears in FOLDER, each once, as agent
+    <run>@<steps> on the protocol's board, until Ctrl-C (--once: what is there, then exit)."""
+    pre = {
+        "resize": resize,
+        "frame_stack": frame_stack,
+        "grayscale": None if colour is None else not colour,
+    }
+    preprocess = {k: v for k, v in pre.items() if v is not None} or None
+    tpl = template(
+        spec_file,
+        level=level,
+        episodes=episodes,
+        seed=seed,
+        params={"max_steps": max_steps} if max_steps else None,
+        leaderboard=leaderboard,
+        preprocess=preprocess,
+        device=device,
+    )
+    if not once:
+        click.echo(f"watching {folder} for <run>@<steps>.zip (Ctrl-C to stop)")
+    try:
+        done = watch(folder, tpl, click.echo, once=once, interval_s=interval, workers=workers)
+    except KeyboardInterrupt:
+        click.echo("stopped")
+        return
+    if once:
+        click.echo(f"{len(done)} checkpoints submitted")
+
+
+@click.command("series")
+@click.argument("board")
+@click.argument("run")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+def series_command(board: str, run: str, as_json: bool) -> None:
+    """RUN's learning curve on BOARD: each checkpoint <run>@<steps>, by training steps."""
+    with open_store(load_settings()) as db:
+        found = read_series(db, board, run)
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+    else:
+        click.echo("\n".join(series_lines(found)))
+
+
+def series_lines(series: Series) -> list[str]:
+    def ci(pair: list[float] | None, fmt: str) -> str:
+        return f"[{pair[0]:{fmt}}, {pair[1]:{fmt}}]" if pair else "-"
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else f"{value:{fmt}}"
+
+    head = f"{'steps':>12}  {'agent':<24} {'best':>8}  {'IQM [bootstrap 95%]':<28} "
+    lines = [
+        f"series {series.run} on {series.board}: {len(series.points)} checkpoints",
+        head + f"{'success [Wilson 95%]':<26} episodes",
+    ]
+    for p in series.points:
+        iqm = f"{num(p.iqm_score, ',.0f')} {ci(p.iqm_ci95, ',.0f')}"
+        success = f"{num(p.success_rate, '.0%')} {ci(p.success_ci95, '.0%')}"
+        lines.append(
+            f"{p.steps:>12,}  {p.agent:<24} {p.score:>8,.0f}  {iqm:<28} {success:<26} "
+            f"{num(p.episodes, 'd')}"
+        )
+    return lines
+
+
 @click.group("mario")
 def mario_group() -> None:
-    """Super Mario Bros: replays of stored episodes."""
+    """Super Mario Bros: replays, checkpoints evaluated as they train, learning curves."""
 
 
 mario_group.add_command(replay_command)
+mario_group.add_command(watch_command)
+mario_group.add_command(series_command)

@@ -9,6 +9,8 @@ attributes and in each SVG's <desc>, so a test can compare them with the API's.
 - `trend` (any board): one point per evaluation, with its band (arena/service/trends.py).
 - `bars` (a board whose workload shows bars: Alympics' categories, a race's dimensions).
 - `heatmap` (an Alympics board): every agent's normalised per-game values, by category.
+- `series` (a board with checkpoints `<run>@<steps>`): each run's learning curve, the numbers
+  of GET /leaderboards/{name}/series/{run} (arena/service/series.py).
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ from pydantic import BaseModel
 
 from arena.service.boards import Board, read_board
 from arena.service.numbers import as_number, stat
+from arena.service.series import Series, board_series, series_of
 from arena.service.trends import TrendPicture, trend_picture
 from tasks.store import LeaderboardRow, Store
 from tasks.validation import InputError
 from tasks.workloads import get_workload
 from tasks.workloads.base import UnitResult
 
-BoardKind = Literal["episodes", "trend", "bars", "heatmap"]
-BOARD_KINDS: tuple[BoardKind, ...] = ("episodes", "trend", "bars", "heatmap")
+BoardKind = Literal["episodes", "trend", "bars", "heatmap", "series"]
+BOARD_KINDS: tuple[BoardKind, ...] = ("episodes", "trend", "bars", "heatmap", "series")
 Pair = list[float]  # a 95% interval [low, high], as the stats hold it
 
 
@@ -82,7 +85,12 @@ class RacePicture(BaseModel):
     agents: list[RaceAgent]
 
 
-Picture = EpisodesPicture | TrendPicture | BarsPicture | HeatPicture | RacePicture
+class SeriesPicture(BaseModel):
+    board: str
+    series: list[Series]  # one learning curve per run, by run name
+
+
+Picture = EpisodesPicture | TrendPicture | BarsPicture | HeatPicture | RacePicture | SeriesPicture
 
 
 def board_kinds(board: Board) -> list[BoardKind]:
@@ -99,21 +107,30 @@ def board_kinds(board: Board) -> list[BoardKind]:
         kinds.append("bars")
     if workload.name == "alympics":
         kinds.append("heatmap")
+    if board_series(board):
+        kinds.append("series")
     return kinds
 
 
-def board_picture(db: Store, name: str, kind: BoardKind, agent: str | None = None) -> Picture:
-    """The numbers of one picture of board NAME (`agent`: the trend of that agent alone);
-    InputError naming what is missing."""
-    return picture_of(db, read_board(db, name), kind, agent)
+def board_picture(
+    db: Store, name: str, kind: BoardKind, agent: str | None = None, run: str | None = None
+) -> Picture:
+    """The numbers of one picture of board NAME (`agent`: the trend of that agent alone; `run`:
+    that run's learning curve alone); InputError naming what is missing."""
+    return picture_of(db, read_board(db, name), kind, agent, run)
 
 
-def picture_of(db: Store, board: Board, kind: BoardKind, agent: str | None = None) -> Picture:
+def picture_of(
+    db: Store, board: Board, kind: BoardKind, agent: str | None = None, run: str | None = None
+) -> Picture:
     """board_picture of a board already read."""
     name = board.name
     if kind not in board_kinds(board):
         what = f"a board of {board.workload.name}" if board.workload else "an empty board"
         raise InputError(f"chart: leaderboard {name!r} is {what}: it has no {kind} chart")
+    if kind == "series":
+        runs = board_series(board) if run is None else [series_of(board, run)]
+        return SeriesPicture(board=name, series=runs)
     rows = board.rows
     if agent is not None:
         rows = [r for r in rows if r.agent == agent]

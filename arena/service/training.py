@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,10 +169,12 @@ def save_name(run: str, steps: int) -> str:
 
 
 def whole_zip(path: Path) -> bool:
-    """A complete .zip: its central directory reads and every member's CRC checks."""
+    """A complete SB3 checkpoint: a .zip whose central directory reads, with SB3's `data`
+    member, and every member's CRC checks. (A truncated checkpoint can still open as a zip:
+    the torch files inside it are zips themselves, and the reader finds one's directory.)"""
     try:
         with zipfile.ZipFile(path) as archive:
-            return archive.testzip() is None
+            return "data" in archive.namelist() and archive.testzip() is None
     except (OSError, zipfile.BadZipFile, EOFError, ValueError):
         return False
 
@@ -204,3 +206,57 @@ class CheckpointFolder:
                 self.given.add(path.stem)
                 found.append((parsed[1], path, path.stem))
         return [(path, name) for _, path, name in sorted(found)]
+
+
+STATES = {
+    "enqueued": "submitted",
+    "already-done": "already evaluated",
+    "already-running": "already being evaluated",
+    "reducing": "already evaluated, being scored",
+}
+
+
+def submit_found(
+    target: Target, tpl: CheckpointTemplate, path: Path, name: str, say: Callable[[str], None]
+) -> str | None:
+    """Submit one checkpoint the watch found: its batch id, or None (refused, said why)."""
+    try:
+        sub = submit_checkpoint(target, checkpoint_batch(tpl, path, name))
+    except InputError as exc:
+        say(f"{name}: not submitted: {exc}")
+        return None
+    say(
+        f"{name}: {STATES.get(sub.state, sub.state)}, batch {sub.batch_id[:12]} on "
+        f"{sub.leaderboard} ({sub.total} units)"
+    )
+    return sub.batch_id
+
+
+def watch(
+    folder: Path,
+    tpl: CheckpointTemplate,
+    say: Callable[[str], None],
+    *,
+    once: bool = False,
+    interval_s: float = 2.0,
+    workers: int | None = None,
+) -> list[str]:
+    """`arena mario watch`: submit each whole checkpoint that appears in `folder`, once, until
+    interrupted; `once`: what is there now (whole: unchanged over `interval_s`), then return,
+    on the embedded cluster after its evaluations finished. The batch ids submitted."""
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a folder")
+    found, submitted = CheckpointFolder(folder), []
+    with evaluation_cluster(workers) as target:
+        found.look()  # notes each file's size: whole once it is unchanged at the next look
+        while True:
+            time.sleep(interval_s)
+            for path, name in found.look():
+                batch_id = submit_found(target, tpl, path, name, say)
+                submitted += [batch_id] if batch_id else []
+            if once:
+                break
+        if target.embedded and submitted:
+            say(f"waiting for {len(submitted)} evaluations on the embedded cluster")
+            wait_finished(target.db, submitted)
+    return submitted

@@ -10,7 +10,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from arena.service.boards import Board
-from arena.service.pictures import BoardKind, picture_of
+from arena.service.pictures import BoardKind, SeriesPicture, picture_of
 from arena.service.trends import AgentTrend, TrendPicture
 from arena.web.html import e
 from tasks.store import Store
@@ -21,6 +21,8 @@ CAPTIONS: dict[str, str] = {
     "heatmap": "Normalised per-game values (0-100), by category",
     "race": "Each agent's five dimensions and composite",
     "timeline": "Each unit on its worker, from start to end",
+    "series": "Learning curve: each checkpoint's IQM [bootstrap 95%] and best score, success "
+    "rate [Wilson 95%], by training steps",
 }
 
 
@@ -38,14 +40,15 @@ def figure(url: str, kind: str, numbers: BaseModel, caption: str, alt: str) -> s
     )
 
 
-def chart_url(board: str, kind: str, agent: str | None = None) -> str:
+def chart_url(board: str, kind: str, agent: str | None = None, run: str | None = None) -> str:
     query = f"?agent={quote(agent, safe='')}" if agent is not None else ""
+    query = f"?run={quote(run, safe='')}" if run is not None else query
     return f"/leaderboards/{quote(board, safe='')}/charts/{kind}{query}"
 
 
 def board_figures(db: Store, board: Board, kinds: list[BoardKind]) -> str:
-    """The board's pictures but its trends (each row has its own)."""
-    shown = [k for k in kinds if k != "trend"]
+    """The board's pictures but its trends (each row has its own), a learning curve per run."""
+    shown = [k for k in kinds if k not in ("trend", "series")]
     return "".join(
         figure(
             chart_url(board.name, kind),
@@ -55,6 +58,22 @@ def board_figures(db: Store, board: Board, kinds: list[BoardKind]) -> str:
             f"{board.name}: {kind}",
         )
         for kind in shown
+    ) + (series_figures(db, board) if "series" in kinds else "")
+
+
+def series_figures(db: Store, board: Board) -> str:
+    """One learning curve per training run on the board (GET .../series/{run}'s numbers)."""
+    whole = picture_of(db, board, "series")
+    assert isinstance(whole, SeriesPicture)
+    return "".join(
+        figure(
+            chart_url(board.name, "series", run=one.run),
+            "series",
+            SeriesPicture(board=board.name, series=[one]),
+            f"{one.run}: " + CAPTIONS["series"],
+            f"{board.name}: learning curve of {one.run}, {len(one.points)} checkpoints",
+        )
+        for one in whole.series
     )
 
 

@@ -32,6 +32,10 @@ AgentQuery = Annotated[
     str | None,
     Query(max_length=64, description="The trend of this agent alone (other kinds: its row)."),
 ]
+RunQuery = Annotated[
+    str | None,
+    Query(max_length=64, description="series: the learning curve of this training run alone."),
+]
 
 
 def image(media_type: str, what: str) -> dict[int | str, dict[str, Any]]:
@@ -59,9 +63,11 @@ def picture(request: Request, kind: str, media_type: str, numbers: BaseModel) ->
     return Response(body, media_type=media_type, headers=headers)
 
 
-def board_numbers(api: Api, name: str, kind: BoardKind, agent: str | None) -> BaseModel:
+def board_numbers(
+    api: Api, name: str, kind: BoardKind, agent: str | None, run: str | None = None
+) -> BaseModel:
     try:
-        return pictures.board_picture(api.db, name, kind, agent)
+        return pictures.board_picture(api.db, name, kind, agent, run)
     except InputError as exc:
         raise not_found(exc) from None
 
@@ -86,7 +92,9 @@ BOARD_DOC = (
     "`episodes` (Mario: each agent's episode scores, success rate with its Wilson interval, "
     "average max x), `trend` (any board: the score at each evaluation, with the workload's "
     "interval as a band), `bars` (Alympics' categories, a race board's dimensions), `heatmap` "
-    "(Alympics: agent x game, normalised). 404 for a kind the board's workload has not."
+    "(Alympics: agent x game, normalised), `series` (a board with checkpoints `<run>@<steps>`: "
+    "each run's learning curve, score and success rate with their intervals vs training steps; "
+    "`run` for one). 404 for a kind the board has not."
 )
 
 
@@ -98,10 +106,15 @@ BOARD_DOC = (
     description=BOARD_DOC,
 )
 def board_chart_svg(
-    api: ApiState, request: Request, name: str, kind: BoardKind, agent: AgentQuery = None
+    api: ApiState,
+    request: Request,
+    name: str,
+    kind: BoardKind,
+    agent: AgentQuery = None,
+    run: RunQuery = None,
 ) -> Response:
     """A board's picture as SVG."""
-    return picture(request, kind, SVG, board_numbers(api, name, kind, agent))
+    return picture(request, kind, SVG, board_numbers(api, name, kind, agent, run))
 
 
 @router.get(
@@ -112,10 +125,15 @@ def board_chart_svg(
     description=BOARD_DOC,
 )
 def board_chart_png(
-    api: ApiState, request: Request, name: str, kind: BoardKind, agent: AgentQuery = None
+    api: ApiState,
+    request: Request,
+    name: str,
+    kind: BoardKind,
+    agent: AgentQuery = None,
+    run: RunQuery = None,
 ) -> Response:
     """A board's picture as PNG."""
-    return picture(request, kind, PNG, board_numbers(api, name, kind, agent))
+    return picture(request, kind, PNG, board_numbers(api, name, kind, agent, run))
 
 
 @router.get(

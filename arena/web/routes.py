@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 
-from arena.service import batches, boards, races
+from arena.service import batches, boards, races, series
 from arena.web.front_door import Redacted
 from arena.web.models import (
     BatchDetail,
@@ -229,6 +229,22 @@ def history(api: ApiState, name: str, agent: str) -> History:
     except InputError as exc:
         raise not_found(exc) from None
     return History(name=name, agent=agent, points=[HistoryPoint(**p) for p in points])
+
+
+@router.get(
+    "/leaderboards/{name}/series/{run}",
+    response_model=series.Series,
+    tags=["leaderboards"],
+    responses=error_responses(404),
+)
+def run_series(api: ApiState, name: str, run: str) -> series.Series:
+    """The learning curve of training run RUN on the board (`arena mario series`): one point
+    per checkpoint (agents named `<run>@<steps>`), by training steps, each the checkpoint's
+    row: its score and success rate with their 95% intervals."""
+    try:
+        return series.read_series(api.db, name, run)
+    except InputError as exc:
+        raise not_found(exc) from None
 
 
 def finished_race(api: Api, ref: str) -> tuple[str, BatchInfo]:

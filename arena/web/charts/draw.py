@@ -14,7 +14,7 @@ from xml.sax.saxutils import escape
 import matplotlib
 from pydantic import BaseModel
 
-from arena.web.charts import boards, runs
+from arena.web.charts import boards, runs, series
 from arena.web.charts.cache import Format
 from arena.web.charts.style import RC
 
@@ -26,6 +26,7 @@ DRAWINGS: dict[str, Callable[[Any], boards.Drawn]] = {
     "heatmap": boards.heatmap,
     "race": runs.race,
     "timeline": runs.timeline,
+    "series": series.learning_curve,
 }
 # matplotlib is not thread-safe (its font cache and text layout are shared): the API's worker
 # threads draw one figure at a time. A drawing takes 20-150 ms and is kept (cache.py).

@@ -1,0 +1,87 @@
+"""A board's learning curves (arena/service/series.py): for each training run, its checkpoints'
+IQM with the bootstrap 95% band and best score (left), and success rate with the Wilson 95% band
+(right), against training steps."""
+
+from __future__ import annotations
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from arena.service.pictures import SeriesPicture
+from arena.service.series import steps_label
+from arena.web.charts.boards import Drawn
+from arena.web.charts.style import colour, gid, place
+
+Pair = list[float] | None
+
+
+def learning_curve(pic: SeriesPicture) -> Drawn:
+    fig = Figure(figsize=(8, 2.8))
+    several = len(pic.series) > 1
+    place(fig, 0.7, bottom_in=0.5, top_in=0.45, right_in=1.3 if several else 0.2)
+    score, success = fig.subplots(1, 2, width_ratios=[1.4, 1])
+    titles: dict[str, str] = {}
+    for i, run in enumerate(pic.series):
+        shade = colour(i)
+        steps = [float(p.steps) for p in run.points]
+        iqm = [(s, p.iqm_score, p.iqm_ci95) for s, p in zip(steps, run.points, strict=True)]
+        titles |= banded(score, f"iqm-{run.run}", iqm, shade, run.run if several else "IQM")
+        (best,) = score.plot(steps, [p.score for p in run.points], "*", color=shade, markersize=6)
+        best.set_gid(gid(f"best-{run.run}"))
+        titles[gid(f"best-{run.run}")] = f"{run.run}: best score " + ", ".join(
+            f"{steps_label(p.steps)} {p.score:g}" for p in run.points
+        )
+        rates = [
+            (s, pct(p.success_rate), pct_pair(p.success_ci95))
+            for s, p in zip(steps, run.points, strict=True)
+        ]
+        titles |= banded(success, f"success-{run.run}", rates, shade, run.run)
+    for ax in (score, success):
+        ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: steps_label(max(int(x), 0))))
+        ax.set_xlabel("training steps")
+    score.set_ylabel("arena score")
+    score.set_title("IQM [bootstrap 95%] (line), best (★)")
+    success.set_ylim(-2, 102)
+    success.set_title("success rate, % [Wilson 95%]")
+    if several:
+        success.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+    runs = ", ".join(s.run for s in pic.series)
+    title = f"{pic.board}: learning curve of {runs}"
+    fig.suptitle(title, fontweight="bold")
+    return fig, title, titles
+
+
+def banded(
+    ax: Axes, name: str, points: list[tuple[float, float | None, Pair]], shade: str, label: str
+) -> dict[str, str]:
+    """A statistic at each checkpoint, its 95% band shaded (whiskers for a lone point)."""
+    shown = [(x, y, ci) for x, y, ci in points if y is not None]
+    if not shown:
+        return {}
+    xs, ys = [x for x, _, _ in shown], [y for _, y, _ in shown]
+    lows = [ci[0] if ci else y for _, y, ci in shown]
+    highs = [ci[1] if ci else y for _, y, ci in shown]
+    if len(shown) > 1:
+        ax.fill_between(xs, lows, highs, color=shade, alpha=0.18, linewidth=0)
+        (line,) = ax.plot(xs, ys, marker="o", markersize=3, color=shade, label=label)
+    else:
+        below, above = [max(ys[0] - lows[0], 0)], [max(highs[0] - ys[0], 0)]
+        drawn = ax.errorbar(xs, ys, yerr=[below, above], fmt="o", color=shade, capsize=3)
+        line = drawn.lines[0]
+        line.set_label(label)
+    line.set_gid(gid(name))
+    text = "; ".join(
+        f"{steps_label(int(x))} {y:g} [{lo:g}, {hi:g}]"
+        for x, y, lo, hi in zip(xs, ys, lows, highs, strict=True)
+    )
+    return {gid(name): f"{name}: {text}"}
+
+
+def pct(value: float | None) -> float | None:
+    return None if value is None else value * 100
+
+
+def pct_pair(pair: Pair) -> Pair:
+    return None if pair is None else [pair[0] * 100, pair[1] * 100]
