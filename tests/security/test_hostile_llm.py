@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +35,7 @@ from tasks.store import Store
 from tasks.workloads import validate_batch
 from tests.api.conftest import AUTH
 from tests.cli.test_malformed_input import arena as arena_in_process
-from tests.integration.conftest import WorkerPools, arena, cluster_env, workers
+from tests.integration.conftest import ARENA, WorkerPools, arena, cluster_env, workers
 from tests.llm.chat_server import ChatServer, content_text, tit_for_tat
 from workers.llm.client import MAX_RESPONSE_BYTES
 
@@ -447,24 +448,30 @@ class FloodServer(ThreadingHTTPServer):
         threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
 
 
+PEAK_RSS = (
+    "import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]); "
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+    "sys.exit(code)"
+)
+
+
 @pytest.mark.parametrize("model", ["endless", "big"])
 def test_an_answer_over_1_mib_is_a_fault_not_memory(tmp_path: Path, model: str) -> None:
     flood = FloodServer()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
     env["ARENA_DATA_DIR"] = str(tmp_path / "data")
+    peak_file = tmp_path / "peak-kib"
     try:
         started = time.monotonic()
-        run = arena(
-            "game",
-            "benchmark",
-            "--suite",
-            "alympics_smoke",
-            "--agent",
-            f"llm:{model}@http://127.0.0.1:{flood.server_address[1]}/v1",
-            "--llm",
-            "retries=0",
-            "--output",
-            "json",
+        # Run under a fresh Python whose only child is the command: its RUSAGE_CHILDREN is that
+        # command's peak (this pytest process's would count every child it ever waited for).
+        agent = f"llm:{model}@http://127.0.0.1:{flood.server_address[1]}/v1"
+        command = [ARENA, "game", "benchmark", "--suite", "alympics_smoke", "--agent", agent]
+        command += ["--llm", "retries=0", "--output", "json"]
+        run = subprocess.run(
+            [sys.executable, "-c", PEAK_RSS, str(peak_file), *command],
+            capture_output=True,
+            text=True,
             env=env,
             timeout=120,
         )
@@ -481,5 +488,5 @@ def test_an_answer_over_1_mib_is_a_fault_not_memory(tmp_path: Path, model: str) 
     assert all(m["status"] == "error" for m in out["matches"])
     # The client hung up soon after the cap (the kernel's buffers hold a few MiB more).
     assert flood.sent and max(flood.sent) < 64 << 20, max(flood.sent)
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    assert peak_mib < 600, f"a child of this test peaked at {peak_mib:.0f} MiB"
+    peak_mib = int(peak_file.read_text()) / 1024
+    assert peak_mib < 600, f"the command peaked at {peak_mib:.0f} MiB"
