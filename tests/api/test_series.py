@@ -1,0 +1,98 @@
+"""Series (docs/mario.md, "Series"): a board's checkpoints `<run>@<steps>` read as a learning
+curve by the API, the CLI and the page, the same numbers as the board's rows; bad input is a
+404 or one line and exit 2."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from arena.service.series import checkpoint_name, parse_checkpoint, steps_label
+from tasks.store import Store
+from tests.api.picture_batches import run_into
+from tests.integration.conftest import arena
+
+BOARD = "series-mario-1-1"
+RUN_AGENTS = {"walk@20k": "right", "walk@1k": "random", "walk@3M": "jump-right"}
+
+
+def spec() -> dict[str, Any]:
+    agents = [{"name": n, "builtin": b} for n, b in RUN_AGENTS.items()]
+    return {
+        "workload": "mario",
+        "leaderboard": "series-mario",
+        "agents": ["right", *agents],
+        "items": ["1-1"],
+        "protocol": {"episodes": 2, "seed": 3},
+        "params": {"frame_skip": 4, "action_set": "right_only", "max_steps": 60},
+    }
+
+
+@pytest.fixture
+def board(db: Store) -> str:
+    run_into(db, spec())
+    return BOARD
+
+
+def test_steps_are_written_compactly_and_read_back() -> None:
+    cases = {500_000: "500k", 1_000_000: "1M", 2048: "2048", 0: "0", 1_500_000: "1500k"}
+    for steps, label in cases.items():
+        assert steps_label(steps) == label
+        assert parse_checkpoint(checkpoint_name("ppo-a", steps)) == ("ppo-a", steps)
+    assert parse_checkpoint("right") is None and parse_checkpoint("a@5q") is None
+    with pytest.raises(ValueError, match="run"):
+        checkpoint_name("bad name", 1000)
+
+
+def test_the_series_is_the_rows_by_steps(client: TestClient, board: str) -> None:
+    got = client.get(f"/leaderboards/{board}/series/walk")
+    assert got.status_code == 200, got.text
+    series = got.json()
+    assert [p["agent"] for p in series["points"]] == ["walk@1k", "walk@20k", "walk@3M"]
+    assert [p["steps"] for p in series["points"]] == [1_000, 20_000, 3_000_000]
+    rows = {r["agent"]: r for r in client.get(f"/leaderboards/{board}").json()["entries"]}
+    for point in series["points"]:
+        row = rows[point["agent"]]
+        assert point["score"] == row["score"] and point["batch"] == row["batch"]
+        for key in ("success_rate", "success_ci95", "iqm_score", "iqm_ci95", "episodes"):
+            assert point[key] == row["stats"][key], key
+    # The page draws one learning curve per run, with the API's numbers in data-values.
+    page = client.get(f"/ui/leaderboards/{board}").text
+    figures = re.findall(
+        r'<figure class="picture series" data-kind="series" data-values="([^"]*)"', page
+    )
+    assert len(figures) == 1
+    assert json.loads(html.unescape(figures[0]))["series"] == [series]
+    svg = client.get(f"/leaderboards/{board}/charts/series.svg?run=walk")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+    assert "learning curve of walk" in svg.text and 'id="iqm-walk"' in svg.text
+    assert client.get(f"/leaderboards/{board}/charts/series.png").status_code == 200
+
+
+def test_an_unknown_board_or_run_is_a_404(client: TestClient, board: str) -> None:
+    run = client.get(f"/leaderboards/{board}/series/sprint")
+    assert run.status_code == 404 and "no checkpoints of run 'sprint'" in run.json()["detail"]
+    missing = client.get("/leaderboards/nowhere/series/walk")
+    assert missing.status_code == 404 and "no leaderboard 'nowhere'" in missing.json()["detail"]
+    chart = client.get(f"/leaderboards/{board}/charts/series.svg?run=sprint")
+    assert chart.status_code == 404
+
+
+def test_the_cli_prints_the_series(cluster_env: dict[str, str], board: str) -> None:
+    table = arena("mario", "series", board, "walk", env=cluster_env)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0] == f"series walk on {board}: 3 checkpoints"
+    assert [line.split()[1] for line in lines[2:]] == ["walk@1k", "walk@20k", "walk@3M"]
+    as_json = arena("mario", "series", board, "walk", "--json", env=cluster_env)
+    assert [p["steps"] for p in json.loads(as_json.stdout)["points"]] == [1000, 20000, 3000000]
+    for args, said in (((board, "sprint"), "no checkpoints of run 'sprint'"),
+                       (("nowhere", "walk"), "no leaderboard 'nowhere'")):  # fmt: skip
+        bad = arena("mario", "series", *args, env=cluster_env)
+        assert bad.returncode == 2 and bad.stdout == ""
+        assert bad.stderr.count("\n") == 1 and said in bad.stderr, bad.stderr
