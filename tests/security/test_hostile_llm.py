@@ -34,16 +34,14 @@ from arena.service.alympics import benchmark_spec
 from tasks.store import Store
 from tasks.workloads import validate_batch
 from tests.api.conftest import AUTH
-from tests.cli.test_malformed_input import arena as arena_in_process
 from tests.integration.conftest import ARENA, WorkerPools, arena, cluster_env, workers
 from tests.llm.chat_server import ChatServer, content_text, tit_for_tat
+from tests.security.test_hostile_specs import NO_REDIS, refused_by_cli
 from workers.llm.client import MAX_RESPONSE_BYTES
 
 pytestmark = pytest.mark.integration
 __all__ = ["cluster_env", "workers"]  # fixtures
 
-NO_REDIS = "redis://127.0.0.1:1/0"
-UNREACHABLE = "cannot reach Redis"
 KEY_ENV = "LLM_TEST_KEY"  # not ARENA_...: config.py refuses every ARENA_ name as a key's
 SECRET = "s3cr3t-llm-key-" + secrets.token_hex(12)  # no shape tasks/redact.py knows
 
@@ -76,16 +74,6 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.chdir(tmp_path)
     yield tmp_path
     assert not (tmp_path / "data").exists(), "a refused spec started or stored something"
-
-
-def refused_by_cli(*argv: str) -> str:
-    code, out, err = arena_in_process(*argv)
-    assert "Traceback" not in out + err
-    assert code == 2, (code, out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("arena: error: "), err
-    assert UNREACHABLE not in lines[0], "a hostile spec got as far as connecting"
-    return lines[0].removeprefix("arena: error: ")
 
 
 def snapshot(db: Store) -> dict[str, Any]:
