@@ -1,0 +1,194 @@
+"""A GPU host's Mario throughput against its emulator-only ceiling, GPU memory per process, and
+cpu-vs-cuda action agreement (issue 25, item 4). No network needed; one command, about 4 min:
+
+    python bench/gpu_host.py [--processes 16] [--seconds 40] [--group 8] [--observations 4096]
+        [--checkpoint PATH]
+
+Each phase runs P worker processes (spawned, started together on a barrier) for S seconds and
+sums the steps (agent decisions) their episodes of 1-1 played (sticky actions 0.25, 500 steps
+at most):
+
+1. ceiling: the emulator and the runner alone (`run_episode` with the jump-right built-in: no
+   policy), the most this host's cores can step;
+2. cuda, one by one: the checkpoint loaded once per process on cuda, `run_episode` per episode
+   (one observation per forward pass: `inference_batch: 1`);
+3. cuda, lockstep: groups of `--group` episodes per process (`run_lockstep`, one forward pass
+   per step: `inference_batch: K`). Target: >= 0.8x the ceiling.
+
+Each process reports torch.cuda.max_memory_allocated and memory_reserved; nvidia-smi's
+per-process memory (the CUDA context included) is printed when it is there. Then, in this
+process, >= 4,096 real observations of 1-1 are answered on cpu and on cuda at batch 1 and in
+batches of K: actions that differ, for each pair. Without a GPU the same runs on the cpu (the
+CPU half: phases 1 and 2-3 on cpu, batch 1 against batched on cpu) and the output says so.
+The checkpoint runs in the worker process here, not the jail: the GPU work is the same.
+Without --checkpoint, a PPO CnnPolicy trained 2,048 steps on a toy env is built on the spot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script, from anywhere
+
+from bench._batching import agreement, answers, describe, record_observations
+
+
+def phase(arm: str, path: str, device: str, group: int, seconds: float, barrier: Any) -> dict:
+    """One worker process's steps in `seconds` of the arm, and its GPU memory."""
+    from workers.mario.agents import JumpRightAgent
+    from workers.mario.batched import agent_policy, run_lockstep
+    from workers.mario.protocol import MarioProtocol, action_names
+    from workers.mario.runner import run_episode
+    from workers.mario.sb3 import Preprocessing, load_checkpoint_agent
+
+    protocol = MarioProtocol(sticky_p=0.25, max_steps=500)
+    actions = action_names(protocol.action_set)
+    agent: Any = JumpRightAgent()
+    if arm != "ceiling":
+        agent = load_checkpoint_agent(path, grayscale=True, resize=84, frame_stack=4, device=device)
+    run_lockstep("1-1", lambda b: [3] * len(b), Preprocessing(), protocol, list(range(group)))
+    barrier.wait()  # every process warm (emulators built, model loaded): start together
+    started, steps, seed = time.perf_counter(), 0, os.getpid() * 1000
+    while time.perf_counter() - started < seconds:
+        if arm == "lockstep":
+            agent.reset(seed=seed, actions=actions)
+            seeds = list(range(seed, seed + group))
+            steps += sum(
+                o.steps
+                for o in run_lockstep("1-1", agent_policy(agent), Preprocessing(), protocol, seeds)
+            )
+            seed += group
+        else:
+            agent.reset(seed=seed, actions=actions)
+            steps += run_episode("1-1", agent, protocol, seed, seed).steps
+            seed += 1
+    wall_s = time.perf_counter() - started
+    memory: dict[str, Any] = {}
+    if arm != "ceiling" and device == "cuda":
+        import torch
+
+        memory = {
+            "allocated_mib": torch.cuda.max_memory_allocated() / 2**20,
+            "reserved_mib": torch.cuda.memory_reserved() / 2**20,
+        }
+    return {"pid": os.getpid(), "steps": steps, "wall_s": wall_s, **memory}
+
+
+def _worker(queue: Any, *args: Any) -> None:
+    queue.put(phase(*args))
+
+
+def run_phase(arm: str, args: argparse.Namespace, device: str) -> list[dict]:
+    context = multiprocessing.get_context("spawn")
+    queue, barrier = context.Queue(), context.Barrier(args.processes)
+    spec = (arm, str(args.checkpoint), device, args.group, args.seconds, barrier)
+    processes = [
+        context.Process(target=_worker, args=(queue, *spec)) for _ in range(args.processes)
+    ]
+    for process in processes:
+        process.start()
+    smi = None
+    if device == "cuda" and arm != "ceiling":
+        time.sleep(min(args.seconds / 2 + 20, 60))  # during the run: the contexts are there
+        smi = nvidia_smi()
+    results = [queue.get(timeout=args.seconds + 300) for _ in processes]
+    for process in processes:
+        process.join()
+    rate = sum(r["steps"] / r["wall_s"] for r in results)
+    print(f"{arm:10s} {args.processes} processes on {device}: {rate:8.1f} steps/s (host)")
+    if results and "allocated_mib" in results[0]:
+        allocated = [r["allocated_mib"] for r in results]
+        reserved = [r["reserved_mib"] for r in results]
+        print(
+            f"           torch per process: max allocated {min(allocated):.0f}-{max(allocated):.0f}"
+            f" MiB, reserved {min(reserved):.0f}-{max(reserved):.0f} MiB"
+        )
+    if smi:
+        print(f"           nvidia-smi per process (CUDA context included): {smi}")
+    return [{**r, "rate": rate} for r in results]
+
+
+def nvidia_smi() -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    query = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"]
+    try:
+        lines = subprocess.run(query, capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"failed: {error}"
+    used = [line.split(",")[1].strip() for line in lines.splitlines() if "," in line]
+    return f"{len(used)} processes: {', '.join(used)}" if used else "no compute processes seen"
+
+
+def agreements(args: argparse.Namespace, cuda: bool) -> None:
+    from workers.mario.sb3 import load_checkpoint_agent
+
+    started = time.perf_counter()
+    seen = record_observations(args.observations)
+    print(f"{len(seen)} observations of 1-1 in {time.perf_counter() - started:.1f}s")
+    load = {"grayscale": True, "resize": 84, "frame_stack": 4}
+    devices = ("cpu", "cuda") if cuda else ("cpu",)
+    models = {
+        d: load_checkpoint_agent(str(args.checkpoint), device=d, **load).model for d in devices
+    }
+    for device, model in models.items():
+        print(f"{device}: " + describe(agreement(model, seen, (args.group,))[0]))
+    if cuda:
+        for batch in (1, args.group):
+            cpu, _ = answers(models["cpu"], seen, batch)
+            gpu, _ = answers(models["cuda"], seen, batch)
+            differ = int((cpu != gpu).sum())
+            print(f"cpu vs cuda at batch {batch}: {differ} of {len(seen)} actions differ")
+        single, _ = answers(models["cpu"], seen, 1)
+        batched, _ = answers(models["cuda"], seen, args.group)
+        print(f"cpu batch 1 vs cuda batch {args.group}: {int((single != batched).sum())} differ")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int)
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--observations", type=int, default=4096)
+    parser.add_argument("--checkpoint", type=Path)
+    parser.add_argument("--skip-throughput", action="store_true")
+    args = parser.parse_args()
+    import torch
+
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    args.processes = args.processes or (16 if cuda else (os.cpu_count() or 1))
+    if args.checkpoint is None:
+        from tests.mario.sb3_models import build_checkpoint
+
+        folder = Path(tempfile.mkdtemp())
+        args.checkpoint = build_checkpoint(folder / "ppo", seed=1, learn_steps=2048)
+    gpu = torch.cuda.get_device_name(0) if cuda else None
+    print(
+        f"{platform.node()}: {os.cpu_count()} cores, {platform.machine()}, Python "
+        f"{platform.python_version()}, torch {torch.__version__}, cuda {torch.version.cuda}, "
+        f"GPU {gpu or 'none'}"
+    )
+    if not cuda:
+        print("NO GPU HERE: the CPU half only (the checkpoint on cpu); run this on a GPU host")
+    if not args.skip_throughput:
+        ceiling = run_phase("ceiling", args, device)[0]["rate"]
+        for arm in ("one-by-one", "lockstep"):
+            rate = run_phase(arm, args, device)[0]["rate"]
+            print(f"           {rate / ceiling:.3f}x the emulator-only ceiling (target >= 0.8x)")
+    agreements(args, cuda)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
