@@ -8,8 +8,9 @@ Each phase runs P worker processes (spawned, started together on a barrier) for 
 sums the steps (agent decisions) their episodes of 1-1 played (sticky actions 0.25, 500 steps
 at most):
 
-1. ceiling: the emulator and the runner alone (`run_episode` with the jump-right built-in: no
-   policy), the most this host's cores can step;
+1. ceiling: the emulator and the runner alone: the checkpoint's own episodes (48, played on the
+   cpu first) replayed from their action logs (`replay_episode`: no policy), the most this
+   host's cores can step through the same frames;
 2. cuda, one by one: the checkpoint loaded once per process on cuda, `run_episode` per episode
    (one observation per forward pass: `inference_batch: 1`);
 3. cuda, lockstep: groups of `--group` episodes per process (`run_lockstep`, one forward pass
@@ -43,24 +44,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from bench._batching import agreement, answers, describe, record_observations
 
 
-def phase(arm: str, path: str, device: str, group: int, seconds: float, barrier: Any) -> dict:
+def phase(
+    arm: str, path: str, device: str, group: int, seconds: float, logs: list, barrier: Any
+) -> dict:
     """One worker process's steps in `seconds` of the arm, and its GPU memory."""
-    from workers.mario.agents import JumpRightAgent
     from workers.mario.batched import agent_policy, run_lockstep
     from workers.mario.protocol import MarioProtocol, action_names
-    from workers.mario.runner import run_episode
+    from workers.mario.runner import replay_episode, run_episode
     from workers.mario.sb3 import Preprocessing, load_checkpoint_agent
 
     protocol = MarioProtocol(sticky_p=0.25, max_steps=500)
     actions = action_names(protocol.action_set)
-    agent: Any = JumpRightAgent()
+    agent: Any = None
     if arm != "ceiling":
         agent = load_checkpoint_agent(path, grayscale=True, resize=84, frame_stack=4, device=device)
     run_lockstep("1-1", lambda b: [3] * len(b), Preprocessing(), protocol, list(range(group)))
     barrier.wait()  # every process warm (emulators built, model loaded): start together
-    started, steps, seed = time.perf_counter(), 0, os.getpid() * 1000
+    started, steps = time.perf_counter(), 0
+    seed = os.getpid() * 1000 if arm != "ceiling" else os.getpid()
     while time.perf_counter() - started < seconds:
-        if arm == "lockstep":
+        if arm == "ceiling":  # the checkpoint's own episodes, replayed: no policy at all
+            env_seed, log = logs[seed % len(logs)]
+            steps += replay_episode("1-1", log, protocol, env_seed).steps
+            seed += 1
+        elif arm == "lockstep":
             agent.reset(seed=seed, actions=actions)
             seeds = list(range(seed, seed + group))
             steps += sum(
@@ -91,7 +98,7 @@ def _worker(queue: Any, *args: Any) -> None:
 def run_phase(arm: str, args: argparse.Namespace, device: str) -> list[dict]:
     context = multiprocessing.get_context("spawn")
     queue, barrier = context.Queue(), context.Barrier(args.processes)
-    spec = (arm, str(args.checkpoint), device, args.group, args.seconds, barrier)
+    spec = (arm, str(args.checkpoint), device, args.group, args.seconds, args.logs, barrier)
     processes = [
         context.Process(target=_worker, args=(queue, *spec)) for _ in range(args.processes)
     ]
@@ -116,6 +123,18 @@ def run_phase(arm: str, args: argparse.Namespace, device: str) -> list[dict]:
     if smi:
         print(f"           nvidia-smi per process (CUDA context included): {smi}")
     return [{**r, "rate": rate} for r in results]
+
+
+def episode_logs(path: Path, count: int = 48) -> list[tuple[int, str]]:
+    """The checkpoint's own episodes (on cpu), as the ceiling replays them: the same frames."""
+    from workers.mario.protocol import MarioProtocol
+    from workers.mario.runner import run_episode
+    from workers.mario.sb3 import load_checkpoint_agent
+
+    load = {"grayscale": True, "resize": 84, "frame_stack": 4, "device": "cpu"}
+    agent = load_checkpoint_agent(str(path), **load)
+    protocol = MarioProtocol(sticky_p=0.25, max_steps=500)
+    return [(s, run_episode("1-1", agent, protocol, s, s).actions) for s in range(count)]
 
 
 def nvidia_smi() -> str | None:
@@ -182,6 +201,7 @@ def main() -> int:
     if not cuda:
         print("NO GPU HERE: the CPU half only (the checkpoint on cpu); run this on a GPU host")
     if not args.skip_throughput:
+        args.logs = episode_logs(args.checkpoint)
         ceiling = run_phase("ceiling", args, device)[0]["rate"]
         for arm in ("one-by-one", "lockstep"):
             rate = run_phase(arm, args, device)[0]["rate"]

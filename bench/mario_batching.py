@@ -83,7 +83,7 @@ def main() -> None:
     batched: list[float] = []
     same = True
     with opened(path, args.device, args.sandboxed) as agent:
-        lockstep(agent, protocol, [0, 1])  # warm-up: the K emulators built, the model loaded
+        lockstep(agent, protocol, list(range(-args.episodes, 0)))  # warm-up: K emulators built
         for r in range(args.repeat):
             seeds = list(range(r * args.episodes, (r + 1) * args.episodes))
             arms = [one_by_one, lockstep] if r % 2 == 0 else [lockstep, one_by_one]

@@ -254,7 +254,7 @@ class CheckpointAgent:
         return int(np.asarray(action).reshape(-1)[0])
 
     def act_batch(self, observations: Any) -> list[int]:
-        batch = np.asarray(observations)
+        batch = np.array(observations)  # a copy: torch warns of the read-only shared memory
         shape = (*self.preprocessing.shape,)
         if batch.ndim != 4 or batch.shape[1:] != shape or batch.dtype != np.uint8 or not batch.size:
             raise ValueError(
