@@ -139,7 +139,7 @@ def benchmark_command(
         llm=llm_options(list(llm_pairs)),
         cost_budget_usd=cost_budget,
     )
-    batch = validate_batch(spec)
+    batch = validate_batch(spec, asker="operator")
     if cluster:
         finished = run_and_show(
             batch, False, workers, quiet=True, run_id=run_id, replay_cache=replay_cache

@@ -185,7 +185,7 @@ def result_of(batch: ValidatedBatch, results: list[UnitResult]) -> BenchmarkResu
 
 
 def _run(spec: dict[str, Any]) -> BenchmarkResult:
-    batch = validate_batch(spec)
+    batch = validate_batch(spec, asker="operator")  # a Python caller in its own process
     return result_of(batch, execute_batch(batch))
 
 

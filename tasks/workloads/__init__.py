@@ -88,7 +88,10 @@ def validate_batch(
     if not isinstance(data, dict):
         raise InputError("spec: expected a mapping with workload, agents, items, protocol")
     if isinstance(data.get("workload"), str) and data["workload"] in workloads():
-        data = workloads()[data["workload"]].coerce_spec(data, asker)
+        # A stored batch is rebuilt as it was accepted: what its submitter could name stands.
+        data = workloads()[data["workload"]].coerce_spec(
+            data, asker if identity is None else "worker"
+        )
     try:
         spec = BatchSpec.model_validate(data)
     except ValidationError as exc:

@@ -35,6 +35,7 @@ from tasks.workloads.base import (
 from tasks.workloads.llm_agents import (
     BudgetSpent,
     ReplayIncomplete,
+    admit_llm_specs,
     check_key_policy,
     llm_agent_for_unit,
     usage_totals,
@@ -208,20 +209,10 @@ class AlympicsWorkload(Workload):
     errors_column = Column(key="failed_match_sets", header="Failed match sets", fmt="count")
 
     def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
-        """Only the CLI's operator names a prompt template file (read on the submitting
-        machine): anyone else would read its files into prompts sent to an endpoint of theirs.
-        They give the template's text, `llm.template`."""
+        """What an llm agent may name depends on who asks (llm_agents.admit_llm_specs)."""
         agents = data.get("agents")
-        if asker == "operator" or not isinstance(agents, list):
-            return data
-        for index, agent in enumerate(agents):
-            llm = agent.get("llm") if isinstance(agent, dict) else None
-            names_a_file = isinstance(llm, dict) and llm.get("prompt", "default") != "default"
-            if names_a_file and llm.get("template") is None:  # type: ignore[union-attr]
-                raise InputError(
-                    f"agents[{index}].llm.prompt: a template file is read only for the "
-                    "operator's CLI; give the template's text as llm.template"
-                )
+        if isinstance(agents, list):
+            admit_llm_specs(agents, asker)
         return data
 
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:

@@ -11,8 +11,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from tasks.llm_services import cluster_services, local_services
+from tasks.repo_policy import Asker
 from tasks.settings import current_settings
 from tasks.validation import InputError
 from tasks.workloads.base import InfrastructureError, Unit
@@ -69,6 +71,35 @@ def check_key_policy(config: LlmConfig) -> None:
 _breakers: dict[str, CircuitBreaker] = {}
 # An in-process run's spend per batch: its units run one after another in this process.
 _local_spend: dict[str, LocalSpend] = {}
+
+
+def admit_llm_specs(agents: list[Any], asker: Asker) -> None:
+    """InputError naming the field unless `asker` may name what the llm agents name. The
+    operator's CLI may name anything. Anyone else (an API token holder, a schedule) gives the
+    prompt template's text, never a file (it would be read on the submitting machine and sent
+    to an endpoint of theirs), and a base_url host the operator lists in ARENA_LLM_HOSTS (else
+    any spec author could make workers POST to the cluster's own services and read the answers
+    in the transcript)."""
+    if asker in ("operator", "worker"):  # the worker: a stored spec, admitted when submitted
+        return
+    hosts = current_settings().llm_host_list()
+    for index, agent in enumerate(agents):
+        llm = agent.get("llm") if isinstance(agent, dict) else None
+        if not isinstance(llm, dict):
+            continue
+        if llm.get("prompt", "default") != "default" and llm.get("template") is None:
+            raise InputError(
+                f"agents[{index}].llm.prompt: a template file is read only for the "
+                "operator's CLI; give the template's text as llm.template"
+            )
+        url = llm.get("base_url")
+        host = (urlsplit(url).hostname or "") if isinstance(url, str) else ""
+        if isinstance(url, str) and host.lower() not in hosts:
+            listed = ", ".join(hosts) if hosts else "none"
+            raise InputError(
+                f"agents[{index}].llm.base_url: {host or url!r} is not an endpoint this "
+                f"cluster calls for specs from outside its CLI (ARENA_LLM_HOSTS: {listed})"
+            )
 
 
 def services_for(unit: Unit) -> LlmServices:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tasks.validation import InputError
-from tasks.workloads import validate_batch
+from tasks.workloads import stored_units, validate_batch
 from workers.games import GAMES
 from workers.llm.answers import UnparseableAnswer, extract_action
 from workers.llm.prompt import DEFAULT_TEMPLATE, check_template, render
@@ -71,6 +71,15 @@ def test_only_the_operator_names_a_template_file(tmp_path: Path):
         validate_batch(spec(prompt=str(secret)), asker="schedule")
     batch = validate_batch(spec(prompt=str(secret)), asker="operator")
     assert batch.agents[0].llm.template == "the operator's file"
+
+
+def test_an_endpoint_outside_the_operators_list_is_refused_unless_the_operator_asks():
+    with pytest.raises(InputError, match=r"agents\[0\]\.llm\.base_url: '127\.0\.0\.1'"):
+        validate_batch(spec())  # an API token holder; ARENA_LLM_HOSTS lists none
+    batch = validate_batch(spec(), asker="operator")
+    # A stored batch is rebuilt as it was accepted (a reducer, a report): nothing is re-asked.
+    rebuilt, units = stored_units(batch.normalised(), batch.identity)
+    assert rebuilt.batch_id == batch.batch_id and len(units) == 13
 
 
 @pytest.mark.parametrize("name", ["ARENA_REDIS_URL", "CELERY_BROKER_URL", "REDIS_PASSWORD"])
