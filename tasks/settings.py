@@ -95,10 +95,10 @@ class ArenaSettings(BaseSettings):
     # the variable (api_key_env), never the key; without this a spec could send the operator's
     # key to a server of its own (docs/alympics.md, "Keys").
     llm_key_hosts: str = "OPENAI_API_KEY=api.openai.com"
-    # Hosts an `llm` agent's base_url may name in a spec from the API or a schedule
-    # (comma-separated). Empty: the CLI's own user may name any (they are the operator), the
-    # API none.
-    llm_hosts: str = ""
+    # Hosts an agent's endpoint (an `llm` agent's base_url, an HTTP agent's url) may name in a
+    # spec from the API or a schedule (comma-separated). Empty: the CLI's own user may name any
+    # (they are the operator), the API none.
+    agent_hosts: str = ""
 
     def repo_root_list(self) -> list[Path]:
         return [Path(p.strip()) for p in self.repo_roots.split(",") if p.strip()]
@@ -106,8 +106,8 @@ class ArenaSettings(BaseSettings):
     def repo_remote_schemes(self) -> list[str]:
         return [s.strip().lower() for s in self.repo_remotes.split(",") if s.strip()]
 
-    def llm_host_list(self) -> list[str]:
-        return [h.strip().lower() for h in self.llm_hosts.split(",") if h.strip()]
+    def agent_host_list(self) -> list[str]:
+        return [h.strip().lower() for h in self.agent_hosts.split(",") if h.strip()]
 
     def llm_key_host_map(self) -> dict[str, set[str]]:
         hosts: dict[str, set[str]] = {}

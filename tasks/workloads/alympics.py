@@ -35,7 +35,7 @@ from tasks.workloads.base import (
 from tasks.workloads.llm_agents import (
     BudgetSpent,
     ReplayIncomplete,
-    admit_llm_specs,
+    admit_endpoints,
     check_key_policy,
     llm_agent_for_unit,
     usage_totals,
@@ -209,10 +209,10 @@ class AlympicsWorkload(Workload):
     errors_column = Column(key="failed_match_sets", header="Failed match sets", fmt="count")
 
     def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
-        """What an llm agent may name depends on who asks (llm_agents.admit_llm_specs)."""
+        """What an agent's endpoint may name depends on who asks (llm_agents.admit_endpoints)."""
         agents = data.get("agents")
         if isinstance(agents, list):
-            admit_llm_specs(agents, asker)
+            admit_endpoints(agents, asker)
         return data
 
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:

@@ -73,33 +73,41 @@ _breakers: dict[str, CircuitBreaker] = {}
 _local_spend: dict[str, LocalSpend] = {}
 
 
-def admit_llm_specs(agents: list[Any], asker: Asker) -> None:
-    """InputError naming the field unless `asker` may name what the llm agents name. The
-    operator's CLI may name anything. Anyone else (an API token holder, a schedule) gives the
-    prompt template's text, never a file (it would be read on the submitting machine and sent
-    to an endpoint of theirs), and a base_url host the operator lists in ARENA_LLM_HOSTS (else
-    any spec author could make workers POST to the cluster's own services and read the answers
-    in the transcript)."""
+def admit_endpoints(agents: list[Any], asker: Asker) -> None:
+    """InputError naming the field unless `asker` may name what the agents' endpoints name.
+    The operator's CLI may name anything. Anyone else (an API token holder, a schedule):
+    - an llm agent's prompt template is given as text, never a file (it would be read on the
+      submitting machine and sent to an endpoint of theirs);
+    - an llm agent's base_url and an HTTP agent's url name a host the operator lists in
+      ARENA_AGENT_HOSTS: else any spec author could make workers POST to the cluster's own
+      services (Redis, a metadata service) and read the answers (a transcript, a fault)."""
     if asker in ("operator", "worker"):  # the worker: a stored spec, admitted when submitted
         return
-    hosts = current_settings().llm_host_list()
+    hosts = current_settings().agent_host_list()
     for index, agent in enumerate(agents):
-        llm = agent.get("llm") if isinstance(agent, dict) else None
-        if not isinstance(llm, dict):
+        if not isinstance(agent, dict):
             continue
-        if llm.get("prompt", "default") != "default" and llm.get("template") is None:
-            raise InputError(
-                f"agents[{index}].llm.prompt: a template file is read only for the "
-                "operator's CLI; give the template's text as llm.template"
-            )
-        url = llm.get("base_url")
-        host = (urlsplit(url).hostname or "") if isinstance(url, str) else ""
-        if isinstance(url, str) and host.lower() not in hosts:
-            listed = ", ".join(hosts) if hosts else "none"
-            raise InputError(
-                f"agents[{index}].llm.base_url: {host or url!r} is not an endpoint this "
-                f"cluster calls for specs from outside its CLI (ARENA_LLM_HOSTS: {listed})"
-            )
+        llm = agent.get("llm")
+        if isinstance(llm, dict):
+            if llm.get("prompt", "default") != "default" and llm.get("template") is None:
+                raise InputError(
+                    f"agents[{index}].llm.prompt: a template file is read only for the "
+                    "operator's CLI; give the template's text as llm.template"
+                )
+            _check_host(llm.get("base_url"), f"agents[{index}].llm.base_url", hosts)
+        _check_host(agent.get("url"), f"agents[{index}].url", hosts)
+
+
+def _check_host(url: Any, field: str, hosts: list[str]) -> None:
+    if not isinstance(url, str):
+        return  # absent, or the spec's model refuses it with its own message
+    host = urlsplit(url).hostname or ""
+    if host.lower() not in hosts:
+        listed = ", ".join(hosts) if hosts else "none"
+        raise InputError(
+            f"{field}: {host or url!r} is not an endpoint this cluster calls for specs from "
+            f"outside its CLI (ARENA_AGENT_HOSTS: {listed})"
+        )
 
 
 def services_for(unit: Unit) -> LlmServices:

@@ -75,7 +75,7 @@ def test_only_the_operator_names_a_template_file(tmp_path: Path):
 
 def test_an_endpoint_outside_the_operators_list_is_refused_unless_the_operator_asks():
     with pytest.raises(InputError, match=r"agents\[0\]\.llm\.base_url: '127\.0\.0\.1'"):
-        validate_batch(spec())  # an API token holder; ARENA_LLM_HOSTS lists none
+        validate_batch(spec())  # an API token holder; ARENA_AGENT_HOSTS lists none
     batch = validate_batch(spec(), asker="operator")
     # A stored batch is rebuilt as it was accepted (a reducer, a report): nothing is re-asked.
     rebuilt, units = stored_units(batch.normalised(), batch.identity)

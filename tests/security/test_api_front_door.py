@@ -393,9 +393,11 @@ def test_no_read_shows_a_secret(
     db: Store,  # noqa: F811
     cluster_env: dict[str, str],  # noqa: F811
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Finding 7: an unauthenticated GET /batches returned a URL with its token. Redis keeps it
     (a worker needs it); the API, the page and the CLI show `https://***@...`."""
+    monkeypatch.setenv("ARENA_AGENT_HOSTS", "agents.example")  # the endpoint the API may name
     sub = client.post("/batches?run_id=secret", json=http_agent_spec(), headers=AUTH)
     assert sub.status_code == 202, sub.text
     batch_id = sub.json()["batch_id"]

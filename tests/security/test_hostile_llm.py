@@ -135,7 +135,7 @@ def test_a_cluster_setting_is_never_sent_as_a_key(cli: Path, server: ChatServer,
 def test_the_api_refuses_a_cluster_setting_as_a_key(
     client: TestClient, db: Store, server: ChatServer, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ARENA_LLM_HOSTS", "127.0.0.1")  # the endpoint may be named over the API
+    monkeypatch.setenv("ARENA_AGENT_HOSTS", "127.0.0.1")  # the endpoint may be named over the API
     detail = refused_over_http(client, db, llm_spec(server.base_url, api_key_env=name))
     assert "api_key_env" in detail, detail
     assert server.requests == []
@@ -327,7 +327,7 @@ def test_the_key_goes_where_allowed_and_is_never_shown(
 
 def test_the_validated_spec_holds_the_name_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARENA_LLM_KEY_HOSTS", f"{KEY_ENV}=127.0.0.1")
-    monkeypatch.setenv("ARENA_LLM_HOSTS", "127.0.0.1")
+    monkeypatch.setenv("ARENA_AGENT_HOSTS", "127.0.0.1")
     monkeypatch.setenv(KEY_ENV, SECRET)
     batch = validate_batch(llm_spec("http://127.0.0.1:9/v1", api_key_env=KEY_ENV))
     dumped = json.dumps(batch.model_dump(mode="json"))
@@ -338,7 +338,7 @@ def test_the_validated_spec_holds_the_name_only(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.parametrize(
     "url", ["http://127.0.0.1:6379/v1", "http://redis:6379/v1", "http://169.254.169.254/v1"]
 )
-def test_the_api_calls_only_the_endpoints_the_operator_lists(
+def test_the_api_calls_only_the_agent_endpoints_the_operator_lists(
     client: TestClient,
     db: Store,
     server: ChatServer,
@@ -348,13 +348,19 @@ def test_the_api_calls_only_the_endpoints_the_operator_lists(
 ) -> None:
     """A token holder's spec must not make workers POST to the cluster's own services (Redis,
     a metadata service) and read the answers in the transcript: its base_url host must be one
-    ARENA_LLM_HOSTS lists (empty: none over the API; the operator's CLI may name any)."""
-    monkeypatch.setenv("ARENA_LLM_HOSTS", listed)
+    ARENA_AGENT_HOSTS lists (empty: none over the API; the operator's CLI may name any)."""
+    monkeypatch.setenv("ARENA_AGENT_HOSTS", listed)
     detail = refused_over_http(client, db, llm_spec(url))
-    assert detail.startswith("agents[0].llm.base_url: ") and "ARENA_LLM_HOSTS" in detail, detail
-    monkeypatch.setenv("ARENA_LLM_HOSTS", "127.0.0.1")
+    assert detail.startswith("agents[0].llm.base_url: ") and "ARENA_AGENT_HOSTS" in detail, detail
+    http_agent = {
+        **llm_spec(url),
+        "agents": [{"name": "remote", "url": url.replace("/v1", "/act")}],
+    }
+    detail = refused_over_http(client, db, http_agent)  # an HTTP agent's url, the same rule
+    assert detail.startswith("agents[0].url: ") and "ARENA_AGENT_HOSTS" in detail, detail
+    monkeypatch.setenv("ARENA_AGENT_HOSTS", "127.0.0.1")
     accepted = client.post("/batches", json=llm_spec(server.base_url), headers=AUTH)
-    assert "ARENA_LLM_HOSTS" not in accepted.text, accepted.text[:300]
+    assert "ARENA_AGENT_HOSTS" not in accepted.text, accepted.text[:300]
 
 
 # -- a prompt template places its fields, and reads no file the author names --------------------
