@@ -68,7 +68,7 @@ AGENTS = "tests.integration.agents"
 
 
 def run_benchmark(agent: str, episodes: int = 2) -> BenchmarkResult:
-    batch = validate_batch(benchmark_spec(agent, episodes=episodes))
+    batch = validate_batch(benchmark_spec(agent, episodes=episodes), asker="operator")
     return result_of(batch, execute_batch(batch))
 
 
