@@ -12,9 +12,8 @@ import hashlib
 import json
 import random
 import re
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -70,34 +69,28 @@ class RedisGate(WindowGate):
         self.client, self.lease_s = client, lease_s
         keys, named = Keys(prefix), endpoint_id(endpoint)
         self.slot_keys = [keys.llm_slot(named, i) for i in range(limits.concurrent or 0)]
-        self._held = threading.local()  # this thread's slots: [lock] holders, innermost last
 
     @contextmanager
-    def slot(self, tokens: int) -> Iterator[None]:
-        with super().slot(tokens):
-            self._renew()
-            yield
-
-    @contextmanager
-    def concurrent_slot(self) -> Iterator[None]:
+    def concurrent_slot(self) -> Iterator[Callable[[], None]]:
+        """A free lock slot, held until the request is answered; what it yields renews its
+        lease (the wait for the windows may be longer than the lease: the slot is then taken
+        again)."""
         if not self.slot_keys:
-            yield
+            yield lambda: None
             return
         held = [self._acquire()]
-        stack = self._stack()
-        stack.append(held)
+
+        def renew() -> None:
+            try:
+                held[0].reacquire()
+            except LockNotOwnedError:
+                held[0] = self._acquire()
+
         try:
-            yield
+            yield renew
         finally:
-            stack.remove(held)
             with suppress(LockNotOwnedError):  # its lease ran out: nothing of ours to release
                 held[0].release()
-
-    def _stack(self) -> list[list[Lock]]:
-        if not hasattr(self._held, "stack"):
-            self._held.stack = []
-        stack: list[list[Lock]] = self._held.stack
-        return stack
 
     def _acquire(self) -> Lock:
         """Any free slot (from a random one on, so waiters spread), waiting until one is."""
@@ -110,18 +103,6 @@ class RedisGate(WindowGate):
                 if lock.acquire():
                     return lock
             time.sleep(random.uniform(SLOT_POLL_S / 2, SLOT_POLL_S))
-
-    def _renew(self) -> None:
-        """The lease counts from when the request goes out, not from the wait for the windows
-        (which may be longer than the lease: then the slot is taken again)."""
-        stack = self._stack()
-        if not stack:
-            return
-        held = stack[-1]
-        try:
-            held[0].reacquire()
-        except LockNotOwnedError:
-            held[0] = self._acquire()
 
 
 class RedisReplayCache:

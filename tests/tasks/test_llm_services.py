@@ -210,13 +210,13 @@ def test_the_lease_counts_from_when_the_request_goes_out(redis_url: str):
     r = client(redis_url)
     gate = RedisGate(r, PREFIX, ENDPOINT, LlmLimits(concurrent=1), lease_s=0.3)
     slot = Keys(PREFIX).llm_slot(endpoint_id(ENDPOINT), 0)
-    with gate.concurrent_slot():
+    with gate.concurrent_slot() as renew:
         time.sleep(0.4)  # a wait for the windows longer than the lease: the slot expired
         assert not r.exists(slot)
-        gate._renew()
+        renew()
         assert 0 < r.pttl(slot) <= 300
         r.pexpire(slot, 5000)
-        gate._renew()
+        renew()
         assert 0 < r.pttl(slot) <= 300
     assert not r.exists(slot)
 

@@ -64,9 +64,10 @@ class WindowGate:
                 f"a request of about {tokens:,} tokens is over the endpoint's "
                 f"{self.limits.tokens_per_minute:,} tokens per minute"
             )
-        with self.concurrent_slot():
+        with self.concurrent_slot() as renew:
             self._wait(self.requests, 1)
             self._wait(self.tokens, tokens)
+            renew()  # the slot's lease counts from when the request goes out
             yield
 
     def _wait(self, item: Any, cost: int) -> None:
@@ -74,23 +75,29 @@ class WindowGate:
             stats = self.limiter.get_window_stats(item, self.endpoint)
             time.sleep(min(max(stats.reset_time - time.time(), 0.05), 1.0))
 
-    def concurrent_slot(self) -> AbstractContextManager[None]:
+    def concurrent_slot(self) -> AbstractContextManager[Callable[[], None]]:
+        """Held while a request waits for the windows and is in flight; what it yields renews
+        the slot's lease, if it has one (here none: a process-wide semaphore)."""
         return _semaphore(self.endpoint, self.limits.concurrent)
 
 
 _semaphores: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 
 
+def _no_lease() -> None:
+    pass
+
+
 @contextmanager
-def _semaphore(endpoint: str, concurrent: int | None) -> Iterator[None]:
+def _semaphore(endpoint: str, concurrent: int | None) -> Iterator[Callable[[], None]]:
     if concurrent is None:
-        yield
+        yield _no_lease
         return
     semaphore = _semaphores.setdefault(
         (endpoint, concurrent), threading.BoundedSemaphore(concurrent)
     )
     with semaphore:
-        yield
+        yield _no_lease
 
 
 # A limit per minute is kept over a window this long: the endpoint counts a request when it
