@@ -61,7 +61,7 @@ from workers.games import GAMES as GAME_CLASSES
 from workers.games.base import Strategy
 from workers.http_agent import HttpAgent
 from workers.images import image_fingerprint
-from workers.llm.agent import LlmAgent, ReplayMiss, SpendingStopped
+from workers.llm.agent import LlmAgent, LlmUsage, ReplayMiss, SpendingStopped
 from workers.llm.config import LlmConfig
 
 
@@ -300,12 +300,9 @@ class AlympicsWorkload(Workload):
             except ReplayMiss as miss:
                 raise ReplayIncomplete(str(miss)) from None
             except SpendingStopped as stopped:
-                spent = BudgetSpent(str(stopped))
-                spent.partial_result = {"llm": usage.as_dict() if usage else {}}  # type: ignore[attr-defined]
-                raise spent from None
+                raise with_usage(BudgetSpent(str(stopped)), usage) from None
             except Exception as exc:
-                if usage is not None:  # a forfeit's requests were paid for all the same
-                    exc.partial_result = {"llm": usage.as_dict()}  # type: ignore[attr-defined]
+                with_usage(exc, usage)  # a forfeit's requests were paid for all the same
                 raise
         # Credited payoffs (a faulted move earns nothing), so they agree with measures["raw"].
         per_episode = [statistics.fmean(game_class.credited_payoffs(r, 0)) for r in records]
@@ -342,6 +339,14 @@ class AlympicsWorkload(Workload):
         if llm:
             summary["llm"] = llm
         return Reduction(summary=summary, entries=entries)
+
+
+def with_usage(exc: BaseException, usage: LlmUsage | None) -> BaseException:
+    """`exc`, carrying what an llm agent spent so far into its unit's error result
+    (tasks/execute.py reads `partial_result`)."""
+    if usage is not None:
+        exc.partial_result = {"llm": usage.as_dict()}  # type: ignore[attr-defined]
+    return exc
 
 
 def model_fingerprint(config: LlmConfig, version: str | None) -> AgentFingerprint:

@@ -95,7 +95,7 @@ class LlmAgent:
         self._previous: list[str] | None = None
         self._game: Game | None = None
         self._stop: str | None = None  # why no further request may be sent
-        self._parameters = client.parameters() if client else None
+        self._identity = config.identity()  # part of every request's cache key
 
     def reset(self, game: str, player: int, seed: int) -> None:
         self._episode += 1
@@ -145,7 +145,7 @@ class LlmAgent:
         return self._game
 
     def _ask(self, messages: list[dict[str, str]]) -> str:
-        request = {"llm": self.config.identity(), "messages": messages}
+        request = {"llm": self._identity, "messages": messages}
         digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
         occurrence = self._asked[digest]
         self._asked[digest] += 1

@@ -15,6 +15,7 @@ backoff with jitter (0.5 s doubling to 8 s).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -129,10 +130,7 @@ class ChatClient:
         except ChatError as exc:
             tries = f" after {attempts} attempt(s)" if isinstance(exc, _Retryable) else ""
             raise ChatError(f"{exc}{tries}", attempts) from None
-        try:
-            return _completion(answer, latency_s, attempts)
-        except ChatError as exc:
-            raise ChatError(str(exc), attempts) from None
+        return _completion(answer, latency_s, attempts)
 
     def _attempt(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         tokens = len(str(body["messages"])) // CHARS_PER_TOKEN + self.config.max_tokens
@@ -152,7 +150,7 @@ class ChatClient:
         if not response.is_success:
             raise ChatError(f"HTTP {status}: {content[:200].decode(errors='replace')}")
         try:
-            answer = httpx.Response(200, content=content).json()
+            answer = json.loads(content)
         except ValueError:
             raise ChatError("the answer is not JSON") from None
         if not isinstance(answer, dict):
@@ -176,7 +174,7 @@ def _completion(answer: dict[str, Any], latency_s: float, attempts: int) -> Comp
     try:
         content = answer["choices"][0]["message"].get("content") or ""
     except (KeyError, IndexError, TypeError, AttributeError):
-        raise ChatError("the answer has no choices[0].message") from None
+        raise ChatError("the answer has no choices[0].message", attempts) from None
     usage = answer.get("usage")
     if not isinstance(usage, dict):
         usage = {}
