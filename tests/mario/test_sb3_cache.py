@@ -18,12 +18,13 @@ pytest.importorskip("gym_super_mario_bros", reason="the mario extra is not insta
 pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed")
 
 from tests.mario.sb3_models import build_checkpoint, with_pickle_payload
+from tests.mario.test_sb3 import load
 from tests.needs import require_bwrap
 from workers.fingerprint import file_fingerprint
 from workers.mario.checkpoints import CACHE, CheckpointCache, LoadedModel
 from workers.mario.protocol import MarioProtocol, action_names
 from workers.mario.runner import run_episode
-from workers.mario.sb3 import Preprocessing, load_checkpoint_agent
+from workers.mario.sb3 import Preprocessing
 from workers.sandbox.agent_sandbox import AgentLimits, AgentSource, untrusted_agent
 
 LONG = MarioProtocol(max_steps=300, sticky_p=0.25)
@@ -41,17 +42,6 @@ def empty_cache() -> Iterator[None]:
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Untrained PPO (seed 1): its actions depend on the frames, so a stale stack would show."""
     return build_checkpoint(tmp_path_factory.mktemp("sb3") / "ppo", seed=1)
-
-
-def load(path: Path | str, **overrides: Any) -> Any:
-    options: dict[str, Any] = {
-        "grayscale": True,
-        "resize": 84,
-        "frame_stack": 4,
-        "device": "cpu",
-        **overrides,
-    }
-    return load_checkpoint_agent(str(path), **options)
 
 
 def play(agent: Any, env_seed: int, agent_seed: int) -> dict[str, Any]:
