@@ -16,6 +16,11 @@ from tasks.store import Store
 from tasks.validation import InputError
 
 
+class NotOnBoard(InputError):
+    """No such board, or no such agent on it: what the API answers 404 (compare's other
+    refusals, a board without per-episode scores or an agent against itself, are 422)."""
+
+
 class BoardComparison(BaseModel):
     board: str
     a: str
@@ -43,15 +48,19 @@ def check_comparable(board: Board) -> None:
 def compare_agents(
     db: Store, name: str, a: str, b: str, resamples: int = RESAMPLES, seed: int = 0
 ) -> BoardComparison:
-    """P(A beats B) on board NAME; InputError naming the board or agent that is missing."""
-    board = read_board(db, name)
+    """P(A beats B) on board NAME (`arena compare`, GET /leaderboards/{name}/compare);
+    NotOnBoard naming the board or agent that is missing, InputError for the other refusals."""
+    try:
+        board = read_board(db, name)
+    except InputError as exc:
+        raise NotOnBoard(str(exc)) from None
     check_comparable(board)
     if a == b:
         raise InputError(f"compare: {a!r} against itself; name two agents")
     rows = {r.agent: r for r in board.rows}
     for agent in (a, b):
         if agent not in rows:
-            raise InputError(f"compare: no agent {agent!r} on leaderboard {name!r}")
+            raise NotOnBoard(f"compare: no agent {agent!r} on leaderboard {name!r}")
     picture = episodes_picture(db, board, [rows[a], rows[b]])
     scores_a, scores_b = (episode_scores(x) for x in picture.agents)
     for agent, scores in ((a, scores_a), (b, scores_b)):

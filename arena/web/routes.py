@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from arena.service import batches, boards, races, series
+from arena.service.compare import BoardComparison, NotOnBoard, compare_agents
 from arena.web.front_door import Redacted
 from arena.web.models import (
     BatchDetail,
@@ -245,6 +246,30 @@ def run_series(api: ApiState, name: str, run: str) -> series.Series:
         return series.read_series(api.db, name, run)
     except InputError as exc:
         raise not_found(exc) from None
+
+
+@router.get(
+    "/leaderboards/{name}/compare",
+    response_model=BoardComparison,
+    tags=["leaderboards"],
+    responses=error_responses(404, 422),
+)
+def compare(
+    api: ApiState,
+    name: str,
+    a: Annotated[str, Query(description="Agent A: the probability is that A beats B.")],
+    b: Annotated[str, Query(description="Agent B, another agent of the board.")],
+    seed: Annotated[int, Query(description="The bootstrap's seed.")] = 0,
+) -> BoardComparison:
+    """P(A beats B) per episode with its stratified bootstrap 95% interval and whether the
+    board's episodes separate them (`arena compare NAME A B --json`). 404: no such board or
+    agent; 422: a board whose rows keep no per-episode scores (only Mario's do), or A = B."""
+    try:
+        return compare_agents(api.db, name, a, b, seed=seed)
+    except NotOnBoard as exc:
+        raise not_found(exc) from None
+    except InputError as exc:
+        raise HTTPException(422, str(exc)) from None
 
 
 def finished_race(api: Api, ref: str) -> tuple[str, BatchInfo]:

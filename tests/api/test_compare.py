@@ -2,7 +2,9 @@
 (a Mario board of three built-ins × 8 episodes and a bandit board, their units run in this
 process: tests/api/picture_batches.py): the probability is U / (n·m) of the episodes the board's
 rows were scored from; jump-right and random are not separated by 8 episodes, random and right
-are; bad input is one line and exit 2; the page shows each row against the next."""
+are; bad input is one line and exit 2; GET /leaderboards/{name}/compare answers what
+`arena compare --json` prints, and bad input there is a 404 or 422 naming it, with nothing
+stored changed; the page shows each row against the next."""
 
 from __future__ import annotations
 
@@ -128,6 +130,59 @@ def test_bad_input_is_one_line(
     assert code == 2 and out == ""
     (line,) = err.splitlines()
     assert line.startswith("arena: error: ") and message in line, line
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "seed"),
+    [("jump-right", "random", None), ("random", "right", None), ("right", "jump-right", 3)],
+)
+def test_the_route_answers_as_the_cli(
+    world: World, monkeypatch: pytest.MonkeyPatch, a: str, b: str, seed: int | None
+) -> None:
+    """The same model, the same numbers: the route and `arena compare --json` call one service
+    function (compare_agents), with the CLI's defaults unless a seed is given."""
+    options = [] if seed is None else ["--seed", str(seed)]
+    code, out, err = arena(world, monkeypatch, "compare", BOARD, a, b, "--json", *options)
+    assert code == 0, err
+    query = {"a": a, "b": b} if seed is None else {"a": a, "b": b, "seed": str(seed)}
+    answer = world.client.get(f"/leaderboards/{BOARD}/compare", params=query)
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    assert found == json.loads(out)
+    assert (found["board"], found["a"], found["b"]) == (BOARD, a, b)
+    assert found["comparison"]["seed"] == (seed or 0) and found["comparison"]["resamples"] == 2000
+
+
+def stored(url: str) -> dict[bytes, bytes | None]:
+    """Every key in Redis with its serialized value: what a refused request must leave alone."""
+    r = redis.Redis.from_url(url)
+    return {k: r.dump(k) for k in sorted(r.keys("*"))}
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "status", "message"),
+    [
+        ("nope", {"a": "a", "b": "b"}, 404, "leaderboard: no leaderboard 'nope'"),
+        (BOARD, {"a": "jump-right", "b": "nobody"}, 404, "compare: no agent 'nobody' on lead"),
+        (BOARD, {"a": "nobody", "b": "random"}, 404, "compare: no agent 'nobody' on leaderboard"),
+        (BOARD, {"a": "right", "b": "right"}, 422, "compare: 'right' against itself"),
+        (BANDIT_BOARD, {"a": "random", "b": "greedy"}, 422, "is a board of bandit: its rows keep"),
+    ],
+)
+def test_bad_input_over_http_names_it(
+    world: World, path: str, query: dict[str, str], status: int, message: str
+) -> None:
+    before = stored(world.url)
+    answer = world.client.get(f"/leaderboards/{path}/compare", params=query)
+    assert answer.status_code == status and message in answer.json()["detail"], answer.text
+    assert stored(world.url) == before
+
+
+def test_the_route_needs_both_agents(world: World) -> None:
+    answer = world.client.get(f"/leaderboards/{BOARD}/compare", params={"a": "right"})
+    assert answer.status_code == 422
+    (problem,) = answer.json()["detail"]
+    assert problem["loc"] == ["query", "b"] and problem["type"] == "missing"
 
 
 def versus_cells(page: str) -> list[tuple[str, str, str]]:
