@@ -1,6 +1,7 @@
 """What each picture must show, computed from the JSON API alone (GET /leaderboards, .../history,
-/batches/{id} and its report, /races/{id}), never from the service code that draws it: a test
-compares these with a figure's `data-values` on the page and with its SVG's <desc>."""
+.../series/{run}, /batches/{id} and its report, /races/{id}), never from the service code that
+draws it: a test compares these with a figure's `data-values` on the page and with its SVG's
+<desc>."""
 
 from __future__ import annotations
 
@@ -128,6 +129,14 @@ def trend_of(
     return {"agent": agent, "points": points}
 
 
+def expected_series(http: Http, board: str, run: str) -> dict[str, Any]:
+    """A run's learning curve: its checkpoints' rows by steps, as GET .../series/{run} has them."""
+    return {
+        "board": board,
+        "series": [get(http, f"/leaderboards/{quote(board)}/series/{quote(run)}")],
+    }
+
+
 def expected_race(http: Http, batch_id: str) -> dict[str, Any]:
     race = get(http, f"/races/{batch_id}")
     dims = [c.css for c in get_workload("race").board_page_columns()]
@@ -179,6 +188,8 @@ def expected_for(http: Http, where: str) -> Any:
             return expected_race(http, where)
         if kind == "timeline":
             return expected_timeline(http, where)
+        if kind == "series":  # one run's learning curve
+            return expected_series(http, where, numbers["series"][0]["run"])
         agent = numbers["agents"][0]["agent"] if kind == "trend" else None
         return expected_board(http, where, kind, agent)
 

@@ -1,12 +1,16 @@
 """A board's learning curves (arena/service/series.py): for each training run, its checkpoints'
 IQM with the bootstrap 95% band and best score (left), and success rate with the Wilson 95% band
-(right), against training steps."""
+(right), against training steps: on a linear axis, or a logarithmic one where that keeps the
+checkpoints further apart (1k, 20k, 3M: on a linear axis 1k and 20k are drawn over each other)."""
 
 from __future__ import annotations
 
+import math
+from itertools import pairwise
+
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from arena.service.pictures import SeriesPicture
 from arena.service.series import steps_label
@@ -37,10 +41,9 @@ def learning_curve(pic: SeriesPicture) -> Drawn:
             for s, p in zip(steps, run.points, strict=True)
         ]
         titles |= banded(success, f"success-{run.run}", rates, shade, run.run)
+    every = sorted({p.steps for run in pic.series for p in run.points})
     for ax in (score, success):
-        ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: steps_label(max(int(x), 0))))
-        ax.set_xlabel("training steps")
+        steps_axis(ax, every)
     score.set_ylabel("arena score")
     score.set_title("IQM [bootstrap 95%] (line), best (★)")
     success.set_ylim(-2, 102)
@@ -51,6 +54,35 @@ def learning_curve(pic: SeriesPicture) -> Drawn:
     title = f"{pic.board}: learning curve of {runs}"
     fig.suptitle(title, fontweight="bold")
     return fig, title, titles
+
+
+def steps_axis(ax: Axes, steps: list[int]) -> None:
+    """The x axis, training steps: logarithmic where the checkpoints' closest neighbours are
+    further apart on it than on a linear axis (all steps above 0), ticks at whole decades, or at
+    1, 2 and 5 of each within two decades; each tick written as a checkpoint's name writes its
+    steps (1k, 3M)."""
+    if log_is_wider(steps):
+        ax.set_xscale("log")
+        subs = (1.0,) if steps[-1] >= 100 * steps[0] else (1.0, 2.0, 5.0)
+        ax.xaxis.set_major_locator(LogLocator(subs=subs))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: steps_label(max(round(x), 0))))
+    ax.set_xlabel("training steps")
+
+
+def log_is_wider(steps: list[int]) -> bool:
+    """Whether the closest two of `steps` (sorted, distinct) are further apart, as a share of
+    the axis, on a logarithmic axis than on a linear one."""
+    if len(steps) < 3 or steps[0] <= 0:
+        return False
+    logs = [math.log(s) for s in steps]
+
+    def closest(xs: list[float]) -> float:
+        return min(b - a for a, b in pairwise(xs)) / (xs[-1] - xs[0])
+
+    return closest(logs) > closest([float(s) for s in steps])
 
 
 def banded(
