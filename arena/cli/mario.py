@@ -8,11 +8,13 @@ from pathlib import Path
 
 import click
 
+from arena.cli import terminal
 from arena.cli.terminal import print_json
 from arena.service.cluster import open_store
 from arena.service.replays import check_video_path, pick_episode, replay, write_video
 from arena.service.series import Series, read_series
-from arena.service.training import template, watch
+from arena.service.training import Evaluated, Watched, template, watch
+from tasks.redact import redact_text
 from tasks.settings import load_settings
 from tasks.validation import RunFailed
 
@@ -100,7 +102,9 @@ def watch_command(
     workers: int | None,
 ) -> None:
     """Submit every checkpoint <run>@<steps>.zip that appears in FOLDER, each once, as agent
-    <run>@<steps> on the protocol's board, until Ctrl-C (--once: what is there, then exit)."""
+    <run>@<steps> on the protocol's board, until Ctrl-C (--once: what is there, then exit).
+    With no ARENA_REDIS_URL they run on the embedded cluster, started for the watch: each
+    result is printed as it ends (--once waits for them, then prints the board)."""
     pre = {
         "resize": resize,
         "frame_stack": frame_stack,
@@ -119,13 +123,50 @@ def watch_command(
     )
     if not once:
         click.echo(f"watching {folder} for <run>@<steps>.zip (Ctrl-C to stop)")
+    watched = Watched()  # what was done so far, when Ctrl-C stops the watch
+    bars = terminal.follow(show=True)  # a progress bar per evaluation waited for, as `arena run`
     try:
-        done = watch(folder, tpl, click.echo, once=once, interval_s=interval, workers=workers)
+        watch(folder, tpl, click.echo, once=once, interval_s=interval, workers=workers,
+              evaluated=lambda done: click.echo(evaluated_line(done)), follow=bars,
+              watched=watched)  # fmt: skip
     except KeyboardInterrupt:
-        click.echo("stopped")
+        left = watched.unfinished if watched.embedded else []
+        resume = f"`arena mario watch {folder} --once` on this data folder resumes them"
+        click.echo(f"stopped: {len(left)} evaluations unfinished; {resume}" if left else "stopped")
         return
-    if once:
-        click.echo(f"{len(done)} checkpoints submitted")
+    show_watched(watched)
+
+
+def show_watched(watched: Watched) -> None:
+    """How a `--once` watch ended: the boards its evaluations wrote, what it submitted (and, on
+    the embedded cluster, evaluated), and status 1 when an evaluation did not end clean."""
+    for board in watched.boards:
+        terminal.print_board(board)
+    submitted = f"{len(watched.submitted)} checkpoints submitted"
+    evaluated = f", {len(watched.evaluated)} evaluated" if watched.embedded else ""
+    click.echo(submitted + evaluated)
+    failed = [e.errors for e in watched.evaluated.values() if e.errors]
+    if failed:
+        terminal.exit_for(
+            f"{len(failed)} of {len(watched.evaluated)} evaluations did not end clean; "
+            f"first: {failed[0]}"
+        )
+
+
+def evaluated_line(done: Evaluated) -> str:
+    """A checkpoint's evaluation as it ended: its scores in one line, and what went wrong."""
+    head = f"{done.name}: {'evaluated' if done.info.status == 'done' else done.info.status}"
+    point, numbers = done.point, []
+    if point is not None:
+        numbers.append(f"best {point.score:,.0f}")
+        if point.iqm_score is not None:
+            numbers.append(f"IQM {point.iqm_score:,.0f}")
+        if point.success_rate is not None:
+            numbers.append(f"success {point.success_rate:.0%}")
+        if point.episodes is not None:
+            numbers.append(f"{point.episodes} episodes")
+    line = ", ".join([head, *numbers]) + f" (batch {done.info.id[:12]})"
+    return redact_text(line + (f"; {done.errors}" if done.errors else ""))
 
 
 @click.command("series")

@@ -15,18 +15,20 @@ import copy
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from arena.embedded import embedded_cluster, forget_broker_state
-from arena.service.cluster import connect
-from arena.service.series import checkpoint_name, parse_checkpoint
+from arena.service.boards import Board, boards_made
+from arena.service.cluster import Follow, connect
+from arena.service.series import SeriesPoint, checkpoint_name, parse_checkpoint, point_of
+from arena.service.waiting import Unwatched, wait
 from tasks.records import FINISHED
 from tasks.settings import ArenaSettings, load_settings
 from tasks.spec import load_spec_file
-from tasks.store import Store
+from tasks.store import BatchInfo, LeaderboardRow, Store
 from tasks.validation import InputError
 from tasks.workloads import validate_batch
 from tasks.workloads.base import ValidatedBatch
@@ -216,10 +218,39 @@ STATES = {
 }
 
 
+@dataclass(frozen=True)
+class Evaluated:
+    """A watched checkpoint whose evaluation ended: its batch as it ended, the checkpoint's
+    scores in that batch (as a series point; None when it wrote none) and the line saying
+    what went wrong (None when every unit ran clean)."""
+
+    name: str
+    info: BatchInfo
+    point: SeriesPoint | None
+    errors: str | None
+
+
+@dataclass
+class Watched:
+    """What a watch did, filled in as it goes (so a caller interrupted by Ctrl-C still has
+    it): each checkpoint submitted (its Submission), the evaluations seen to end, whether it
+    ran on the embedded cluster and, at the end of a `once` watch, the boards they wrote."""
+
+    submitted: dict[str, Submission] = field(default_factory=dict)  # agent name -> submission
+    evaluated: dict[str, Evaluated] = field(default_factory=dict)
+    embedded: bool = False
+    boards: list[Board] = field(default_factory=list)  # `once`: the boards evaluations wrote
+
+    @property
+    def unfinished(self) -> list[str]:
+        """The checkpoints submitted whose evaluation was not seen to end."""
+        return [name for name in self.submitted if name not in self.evaluated]
+
+
 def submit_found(
     target: Target, tpl: CheckpointTemplate, path: Path, name: str, say: Callable[[str], None]
-) -> str | None:
-    """Submit one checkpoint the watch found: its batch id, or None (refused, said why)."""
+) -> Submission | None:
+    """Submit one checkpoint the watch found: its submission, or None (refused, said why)."""
     try:
         sub = submit_checkpoint(target, checkpoint_batch(tpl, path, name))
     except InputError as exc:
@@ -229,7 +260,24 @@ def submit_found(
         f"{name}: {STATES.get(sub.state, sub.state)}, batch {sub.batch_id[:12]} on "
         f"{sub.leaderboard} ({sub.total} units)"
     )
-    return sub.batch_id
+    return sub
+
+
+def evaluation_of(db: Store, name: str, info: BatchInfo) -> Evaluated:
+    """A checkpoint's ended evaluation: its own entry in the batch (the numbers its row on the
+    board has, unless a later evaluation of the same name replaced it) and its errors."""
+    from arena.service.batches import finished_errors  # (0.15 s) once an evaluation ended
+
+    parsed = parse_checkpoint(name)
+    entry = next((e for e in info.entries if e.agent == name), None)
+    point = None
+    if entry is not None and parsed is not None:
+        ended_at = info.finished_at or info.created_at
+        row = LeaderboardRow(
+            agent=name, score=entry.score, stats=entry.stats, batch=info.id, updated_at=ended_at
+        )
+        point = point_of(row, parsed[1])
+    return Evaluated(name, info, point, finished_errors(db, info))
 
 
 def watch(
@@ -240,23 +288,56 @@ def watch(
     once: bool = False,
     interval_s: float = 2.0,
     workers: int | None = None,
-) -> list[str]:
+    evaluated: Callable[[Evaluated], None] | None = None,
+    follow: Follow | None = None,
+    watched: Watched | None = None,
+) -> Watched:
     """`arena mario watch`: submit each whole checkpoint that appears in `folder`, once, until
-    interrupted; `once`: what is there now (whole: unchanged over `interval_s`), then return,
-    on the embedded cluster after its evaluations finished. The batch ids submitted."""
+    interrupted, telling `evaluated` of each evaluation that ends meanwhile; `once`: what is
+    there now (whole: unchanged over `interval_s`), then return, on the embedded cluster (which
+    stops with the watch) after waiting for each evaluation (`follow`: who watches that wait,
+    as for `arena run`). What it did is in `watched` (returned)."""
     if not folder.is_dir():
         raise InputError(f"{folder}: not a folder")
-    found, submitted = CheckpointFolder(folder), []
+    found, done = CheckpointFolder(folder), watched if watched is not None else Watched()
+    tell = evaluated or (lambda _: None)
     with evaluation_cluster(workers) as target:
-        found.look()  # notes each file's size: whole once it is unchanged at the next look
-        while True:
-            time.sleep(interval_s)
-            for path, name in found.look():
-                batch_id = submit_found(target, tpl, path, name, say)
-                submitted += [batch_id] if batch_id else []
+        done.embedded = target.embedded
+        try:
+            found.look()  # notes each file's size: whole once it is unchanged at the next look
+            while True:
+                time.sleep(interval_s)
+                for path, name in found.look():
+                    sub = submit_found(target, tpl, path, name, say)
+                    if sub is not None:
+                        done.submitted[name] = sub
+                ended(target.db, done, tell)
+                if once:
+                    break
+            if once and target.embedded and done.unfinished:
+                say(f"waiting for {len(done.unfinished)} evaluations on the embedded cluster")
+                for name in done.unfinished:
+                    sub = done.submitted[name]
+                    watcher = follow(sub) if follow else nullcontext(Unwatched())
+                    with watcher as following:
+                        info = wait(target.db, sub.batch_id, target.settings, following)
+                    done.evaluated[name] = evaluation_of(target.db, name, info)
+                    tell(done.evaluated[name])
             if once:
-                break
-        if target.embedded and submitted:
-            say(f"waiting for {len(submitted)} evaluations on the embedded cluster")
-            wait_finished(target.db, submitted)
-    return submitted
+                names = {b for e in done.evaluated.values() for b in e.info.boards}
+                done.boards = boards_made(target.db, sorted(names))
+        except KeyboardInterrupt:
+            if target.embedded:
+                say("stopping the embedded cluster (the units running finish first)")
+            raise
+    return done
+
+
+def ended(db: Store, done: Watched, tell: Callable[[Evaluated], None]) -> None:
+    """Note (and tell) each submitted evaluation that has ended since the last look."""
+    for name in done.unfinished:
+        batch_id = done.submitted[name].batch_id
+        info = db.batch(batch_id) if db.status(batch_id) in FINISHED else None
+        if info is not None:
+            done.evaluated[name] = evaluation_of(db, name, info)
+            tell(done.evaluated[name])

@@ -1,19 +1,26 @@
 """`arena mario watch DIR` (docs/mario.md, "Evaluating while training"): every whole checkpoint
 `<run>@<steps>.zip` that appears is submitted once, as agent `<run>@<steps>`; a half-written
 file waits until it is whole. On a cluster (ARENA_REDIS_URL; no workers here) `--once` submits
-and exits."""
+and exits. On the embedded default (no ARENA_REDIS_URL) the watch starts Redis and workers itself:
+`--once` waits for the evaluations, prints each checkpoint's result and the board, and exits 0;
+without it, checkpoints are evaluated as they appear until Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from arena.service.training import CheckpointFolder, whole_zip
 from tasks.store import Store
-from tests.integration.conftest import arena
+from tests.integration.conftest import ARENA, ROOT, arena
+from tests.integration.test_mario import embedded_env
 
 pytestmark = pytest.mark.integration
 
@@ -83,3 +90,98 @@ def test_watch_once_submits_each_checkpoint_once(
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
     level = arena("mario", "watch", str(folder), "--once", "--level", "9-9", env=cluster_env)
     assert level.returncode == 2 and "9-9" in level.stderr and level.stderr.count("\n") == 1
+
+
+SMALL = ["--episodes", "2", "--max-steps", "50", "--resize", "48", "--frame-stack", "2"]
+
+
+def assert_series_is_the_board(env: dict[str, str], agents: list[str]) -> list[dict]:
+    """`arena mario series mario-1-1 ppo-a --json`: one point per agent, each with the numbers of
+    the agent's row in `arena leaderboard mario-1-1 --json`. The points."""
+    series = arena("mario", "series", "mario-1-1", "ppo-a", "--json", env=env)
+    assert series.returncode == 0, series.stderr
+    points = json.loads(series.stdout)["points"]
+    assert [p["agent"] for p in points] == agents
+    board = arena("leaderboard", "mario-1-1", "--json", env=env)
+    assert board.returncode == 0, board.stderr
+    rows = {row["agent"]: row for row in json.loads(board.stdout)["entries"]}
+    for point in points:
+        row = rows[point["agent"]]
+        assert (point["score"], point["batch"]) == (row["score"], row["batch"])
+        for key in ("success_rate", "success_ci95", "iqm_score", "iqm_ci95", "mean_score"):
+            assert point[key] == row["stats"][key], key
+        assert point["episodes"] == row["stats"]["episodes"] == 2
+        assert point["failed"] == 0
+    return points
+
+
+def test_watch_once_on_the_embedded_default_evaluates_each_checkpoint(
+    tmp_path: Path, checkpoint: Path
+) -> None:
+    env = embedded_env(tmp_path / "data")  # no ARENA_REDIS_URL: Redis and 2 workers of its own
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    shutil.copy(checkpoint, folder / "ppo-a@1k.zip")
+    shutil.copy(checkpoint, folder / "ppo-a@2k.zip")
+    args = ["mario", "watch", str(folder), "--once", "--interval", "0.3", *SMALL]
+    ran = arena(*args, env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = ran.stdout
+    assert "ppo-a@1k: submitted" in out and "ppo-a@2k: submitted" in out
+    assert "waiting for 2 evaluations on the embedded cluster" in out
+    assert out.count("2/2 units") == 2  # a progress bar per evaluation, as `arena run` shows
+    assert "MARIO ARENA LEADERBOARD: mario-1-1" in out  # the board, as `arena run` prints it
+    assert out.rstrip().endswith("2 checkpoints submitted, 2 evaluated")
+    # Both were evaluated (the embedded cluster stopped with the command: its data folder is
+    # free for the next one), and the board's rows are the series' points.
+    points = assert_series_is_the_board(env, ["ppo-a@1k", "ppo-a@2k"])
+    assert [p["steps"] for p in points] == [1000, 2000]
+    for point in points:  # each checkpoint's result line: its batch and its numbers
+        line = next(x for x in out.splitlines() if x.startswith(f"{point['agent']}: evaluated"))
+        assert f"best {point['score']:,.0f}" in line and f"batch {point['batch'][:12]}" in line
+        assert f"{point['agent']}: submitted, batch {point['batch'][:12]}" in out
+    # Again on the same data folder: found evaluated, nothing run twice.
+    again = arena(*args, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "ppo-a@1k: already evaluated" in again.stdout
+    assert "ppo-a@2k: already evaluated" in again.stdout
+    assert "waiting for" not in again.stdout
+    assert assert_series_is_the_board(env, ["ppo-a@1k", "ppo-a@2k"]) == points
+
+
+def test_watch_on_the_embedded_default_evaluates_new_checkpoints_until_ctrl_c(
+    tmp_path: Path, checkpoint: Path
+) -> None:
+    env = embedded_env(tmp_path / "data")
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    shutil.copy(checkpoint, folder / "ppo-a@1k.zip")
+    out = tmp_path / "watch.out"
+
+    def wait_for(text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in out.read_text():
+            assert watcher.poll() is None, out.read_text()
+            assert time.monotonic() < deadline, f"no {text!r} in:\n{out.read_text()}"
+            time.sleep(0.2)
+
+    with out.open("w") as sink:
+        watcher = subprocess.Popen(
+            [ARENA, "mario", "watch", str(folder), "--interval", "0.3", *SMALL],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    try:
+        wait_for("ppo-a@1k: evaluated")
+        shutil.copy(checkpoint, folder / "ppo-a@2k.zip")  # a checkpoint the trainer saved since
+        wait_for("ppo-a@2k: evaluated")
+        watcher.send_signal(signal.SIGINT)  # Ctrl-C
+        assert watcher.wait(60) == 0, out.read_text()
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait(10)
+    assert out.read_text().rstrip().endswith("stopped"), out.read_text()
+    assert_series_is_the_board(env, ["ppo-a@1k", "ppo-a@2k"])
