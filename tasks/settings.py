@@ -71,6 +71,12 @@ class ArenaSettings(BaseSettings):
     agent_cpus: float = Field(1.0, gt=0, le=1024, allow_inf_nan=False)
     agent_pids: int = Field(256, ge=16, le=1 << 22)
     agent_start_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False)
+    # A checkpoint's lockstep batches (inference_batch > 1) on one inference process per host
+    # for all its worker processes (one CUDA context, not one per process): "auto" for `device:
+    # cuda` on a host with a GPU, "always", or "never". It exits idle this long after its last
+    # worker process left (docs/mario.md, "Batching").
+    shared_inference: Literal["auto", "always", "never"] = "auto"
+    inference_idle_s: float = Field(60.0, ge=0, le=86_400, allow_inf_nan=False)
     # `arena api`: bearer tokens (comma-separated) that may submit and cancel. None: the API's
     # write endpoints refuse (503); a secret, so never shown in a repr or a log.
     api_tokens: SecretStr = SecretStr("")

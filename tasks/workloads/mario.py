@@ -7,6 +7,7 @@ are checked where the `mario` extra is not installed.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,7 @@ from tasks.workloads.untrusted import (
     IMAGE_REF,
     AgentSource,
     agent_for_unit,
+    group_agent_for_unit,
     image_agent_for_unit,
     refuse_at_submission,
 )
@@ -338,14 +340,16 @@ def run_in_group(
     if found is None:
         pre = spec.preprocess or Preprocess()
         preprocessing = Preprocessing(pre.grayscale, pre.resize, pre.frame_stack)
-        with open_agent(spec, unit) as agent:
+        source, timeout_s = agent_source(spec), spec.timeout_s or STEP_TIMEOUT_S
+        in_process = functools.partial(make_agent, spec, unit.agent_fingerprint)
+        with group_agent_for_unit(source, unit, timeout_s, in_process) as agent:
             agent.reset(
                 seed=group.agent_seed,
                 level=level,
                 action_set=params.action_set,
                 actions=action_names(params.action_set),
             )
-            policy = agent_policy(agent)
+            policy = agent_policy(agent, group.agent_seed)
             outcomes = run_lockstep(level, policy, preprocessing, params, group.env_seeds)
             runtime = getattr(agent, "runtime", None)
         GROUPS.put(key, outcomes, runtime)

@@ -26,9 +26,11 @@ from workers.sandbox.agent_sandbox import (
     AgentLimits,
     AgentSandboxUnavailable,
     AgentSource,
+    gpu_devices,
     refusal,
     untrusted_agent,
 )
+from workers.sandbox.shared_agent import shared_agent
 
 # A Docker image reference (name[:tag][@digest]) or a content id (sha256:...): no spaces, no
 # leading dash (it is handed to the engine, never to a shell).
@@ -57,6 +59,30 @@ def agent_for_unit(
     limits = agent_limits(settings)
     with untrusted_agent(
         source, unit.agent_fingerprint, limits, step_timeout_s=step_timeout_s
+    ) as agent:
+        yield agent
+
+
+@contextmanager
+def group_agent_for_unit(
+    source: AgentSource, unit: Unit, step_timeout_s: float, in_process: Callable[[], Any]
+) -> Iterator[Any]:
+    """A lockstep group's checkpoint: on its host's shared inference process where the settings
+    say so (ARENA_SHARED_INFERENCE; auto: `device: cuda` on a host with a GPU), else as any
+    unit's agent. Trusted agents where no jail starts run in the worker either way."""
+    settings = current_settings()
+    mode = settings.shared_inference
+    shared = mode == "always" or (mode == "auto" and source.device == "cuda" and gpu_devices())
+    if not shared or not source.checkpoint or (settings.trust_agents and refusal() is not None):
+        with agent_for_unit(source, unit, step_timeout_s, in_process) as agent:
+            yield agent
+        return
+    with shared_agent(
+        source,
+        unit.agent_fingerprint,
+        agent_limits(settings),
+        step_timeout_s=step_timeout_s,
+        idle_s=settings.inference_idle_s,
     ) as agent:
         yield agent
 

@@ -16,6 +16,7 @@ this process runs next. docs/mario.md, "Batching".
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -28,7 +29,7 @@ from workers.mario.agents import check_action
 from workers.mario.emulator import Game, game_for
 from workers.mario.protocol import MAX_INFERENCE_BATCH, MarioProtocol, action_names, check_level
 from workers.mario.runner import EpisodeOutcome, play_steps
-from workers.mario.sb3 import BATCH_KEY, FrameStack, Preprocessing
+from workers.mario.sb3 import BATCH_KEY, SEED_KEY, FrameStack, Preprocessing
 
 Batch = np.ndarray[Any, np.dtype[np.uint8]]
 Policy = Callable[[Batch], Sequence[Any]]  # (n, *shape) uint8 -> n actions
@@ -45,11 +46,16 @@ def games_for(level: str, count: int) -> list[Game]:
     return pool[:count]
 
 
-def agent_policy(agent: Any) -> Policy:
-    """A checkpoint agent (in process or sandboxed) as a batch policy."""
+def agent_policy(agent: Any, seed: int = 0) -> Policy:
+    """A checkpoint agent (in process, sandboxed or on its host's inference process) as a batch
+    policy. Each pass carries a seed of its own, drawn from the group's agent seed and the step:
+    a pass draws the same whatever other groups the model answered between (a shared host
+    interleaves groups; SB3's deterministic predict draws nothing, a custom policy might)."""
+    passes = itertools.count()
 
     def policy(batch: Batch) -> Sequence[Any]:
-        actions = agent.act({BATCH_KEY: batch})
+        pass_seed = (seed + next(passes) * 0x9E3779B97F4A7C15) % 2**63
+        actions = agent.act({BATCH_KEY: batch, SEED_KEY: pass_seed})
         if not isinstance(actions, list):
             raise ValueError(f"sb3: a batch of {len(batch)} observations got {actions!r}")
         return actions

@@ -68,6 +68,7 @@ Index = np.ndarray[Any, np.dtype[np.int64]]
 # OpenCV's RGB2GRAY coefficients: BT.601's 0.299, 0.587, 0.114 scaled by 2**14.
 _R2Y, _G2Y, _B2Y, _GRAY_SHIFT = 4899, 9617, 1868, 14
 BATCH_KEY = "observations"  # an act request carrying a lockstep group's stacked observations
+SEED_KEY = "seed"  # ... and the seed its pass draws from (batched.agent_policy)
 
 
 def luminance(frame: Image) -> Image:
@@ -248,6 +249,8 @@ class CheckpointAgent:
     def act(self, observation: Any) -> Any:
         """An action; for {BATCH_KEY: (n, *shape) uint8} n actions (workers/mario/batched.py)."""
         if isinstance(observation, dict) and BATCH_KEY in observation:
+            if SEED_KEY in observation:  # a pass's own seed: see reset
+                self.model.set_random_seed(int(observation[SEED_KEY]) % 2**32)
             return self.act_batch(observation[BATCH_KEY])
         frame = observation["frame"] if isinstance(observation, dict) else observation
         action, _ = self.model.predict(self.stack.push(frame), deterministic=True)
@@ -365,16 +368,9 @@ def _check_spaces(model: BaseAlgorithm, preprocessing: Preprocessing, path: str)
         f"grayscale={preprocessing.grayscale}, resize={preprocessing.resize}, "
         f"frame_stack={preprocessing.frame_stack}"
     )
-    if (
-        not isinstance(space, gymnasium.spaces.Box)
-        or space.shape != expected
-        or space.dtype != np.uint8
-    ):
-        got = (
-            f"{space.shape} {space.dtype}"
-            if isinstance(space, gymnasium.spaces.Box)
-            else type(space).__name__
-        )
+    box = isinstance(space, gymnasium.spaces.Box)
+    if not box or space.shape != expected or space.dtype != np.uint8:
+        got = f"{space.shape} {space.dtype}" if box else type(space).__name__
         raise ValueError(
             f"sb3: {path!r} expects observations of shape {got}, the declared preprocessing "
             f"({declared}) gives {expected} uint8: declare the preprocessing it was trained with"
@@ -390,6 +386,7 @@ def _check_spaces(model: BaseAlgorithm, preprocessing: Preprocessing, path: str)
 
 __all__ = [
     "BATCH_KEY",
+    "SEED_KEY",
     "CheckpointAgent",
     "FrameStack",
     "MarioObservation",

@@ -1,0 +1,240 @@
+"""A checkpoint's lockstep batches answered by its host-wide inference process
+(workers/sandbox/inference_host.py), seen from a worker process as a sandboxed agent.
+
+The first worker process that needs a checkpoint's host starts it (under a file lock, so two
+never do) and every other process of the host connects to the same socket. A worker process
+keeps its last few hosts' connections (WARM_PROCESSES), as it keeps agents' processes. What the
+host answers means what the jailed child's answer means in the worker: the agent's faults are
+AgentFault and AgentRaised, raised here the same; a host that stops answering is the host's
+(HostBroken: an infrastructure error).
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from workers.fingerprint import AgentFingerprint
+from workers.sandbox.agent_process import AgentProcessDied, agent_exception
+from workers.sandbox.agent_sandbox import (
+    THREAD_VARIABLES,
+    WARM_PROCESSES,
+    AgentLimits,
+    AgentSandboxUnavailable,
+    AgentSource,
+    checked_digest,
+    refusal,
+)
+from workers.sandbox.bwrap import DEFAULT_ENV_NAMES
+from workers.sandbox.inference_host import BOOT, FAULTS, MARK, HostBroken, receive, run_dir, send
+
+ANSWER_MARGIN_S = 30.0  # past the per-step timeout the host enforces itself
+HOST_ENV = ("PATH", "ARENA_BWRAP", *DEFAULT_ENV_NAMES, *THREAD_VARIABLES)
+
+
+class Connection:
+    """One worker process's connection to one host."""
+
+    def __init__(self, sock: socket.socket, label: str) -> None:
+        self.sock, self.label = sock, label
+
+    def ask(self, meta: dict[str, Any], payload: bytes = b"", timeout_s: float = 10.0) -> Any:
+        """The answer's value; the agent's faults raise as in the worker, the host's as
+        HostBroken. A request cut short (the unit's deadline) leaves the connection closed."""
+        try:
+            self.sock.settimeout(timeout_s + ANSWER_MARGIN_S)
+            send(self.sock, meta, payload)
+            answer, _ = receive(self.sock)
+        except (OSError, ValueError) as lost:
+            self.close()
+            why = f"the inference host of {self.label} stopped answering: {lost}"
+            raise HostBroken(why) from None
+        except BaseException:
+            self.close()
+            raise
+        return value(answer)
+
+    @property
+    def open(self) -> bool:
+        return self.sock.fileno() >= 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def value(answer: dict[str, Any]) -> Any:
+    printed = answer.get("printed")
+    if isinstance(printed, str) and printed:  # into this process's stdout: the unit's log
+        sys.stdout.flush()
+        data = printed.encode()
+        while data:
+            data = data[os.write(1, data) :]
+    if "ok" in answer:
+        return answer["ok"]
+    if "made" in answer:
+        return answer["made"]
+    raised = answer.get("raised")
+    if isinstance(raised, list) and len(raised) == 2:
+        raise agent_exception(str(raised[0]))(str(raised[1])[:1000])
+    if "fault" in answer:
+        raise FAULTS.get(str(answer["fault"]), AgentProcessDied)(str(answer.get("why"))[:1000])
+    if "dead" in answer:
+        raise AgentProcessDied(str(answer["dead"])[:1000])
+    raise HostBroken(str(answer.get("broken", answer))[:1000])
+
+
+class SharedAgent:
+    """The checkpoint as run_lockstep asks it: reset, act({BATCH_KEY, SEED_KEY}), runtime."""
+
+    def __init__(self, connection: Connection, made: Any, step_timeout_s: float) -> None:
+        self.connection, self.step_timeout_s = connection, step_timeout_s
+        made = made if isinstance(made, dict) else {}
+        self.label = str(made.get("label"))
+        runtime = made.get("runtime")
+        self.runtime: dict[str, Any] | None = runtime if isinstance(runtime, dict) else None
+        self.host_pid = made.get("host_pid")  # which host answered (its logs, the tests)
+
+    def reset(self, **context: Any) -> None:
+        request = {"op": "reset", "context": context, "timeout_s": self.step_timeout_s}
+        self.connection.ask(request, timeout_s=self.step_timeout_s)
+
+    def act(self, observation: dict[str, Any]) -> Any:
+        from workers.mario.sb3 import BATCH_KEY, SEED_KEY  # the mario extra: where units run
+
+        batch = observation[BATCH_KEY]
+        meta = {
+            "op": "act",
+            "shape": list(batch.shape),
+            "seed": int(observation.get(SEED_KEY, 0)),
+            "timeout_s": self.step_timeout_s,
+        }
+        return self.connection.ask(meta, batch.tobytes(), self.step_timeout_s)
+
+
+_connections: OrderedDict[str, Connection] = OrderedDict()
+
+
+@atexit.register
+def close_all() -> None:
+    while _connections:
+        _connections.popitem()[1].close()
+
+
+def _forget() -> None:
+    """In a forked child: the parent's connections stay the parent's."""
+    _connections.clear()
+
+
+os.register_at_fork(after_in_child=_forget)
+
+
+@contextmanager
+def shared_agent(
+    source: AgentSource,
+    expected: AgentFingerprint | None,
+    limits: AgentLimits,
+    *,
+    step_timeout_s: float,
+    idle_s: float,
+) -> Iterator[SharedAgent]:
+    """The checkpoint's host-wide agent for one lockstep group. AgentChanged is raised here
+    before anything runs; AgentSandboxUnavailable where no jail can start."""
+    why = refusal()
+    if why is not None:
+        raise AgentSandboxUnavailable(why)
+    if source.checkpoint is None:
+        raise ValueError("only a checkpoint's batches are answered by a shared host")
+    digest = checked_digest(source, expected)
+    identity = [source.model_dump(), digest, os.getcwd(), limits.model_dump(mode="json")]
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+    made: Any = None
+    connection = _connections.pop(key, None)
+    for attempt in (1, 2):  # a host that just retired: once more, with a new one
+        if connection is None or not connection.open:
+            connection = connect(key, source, limits, idle_s)
+        try:
+            made = connection.ask({"op": "hello"}, timeout_s=limits.start_timeout_s)
+            break
+        except (AgentProcessDied, HostBroken):
+            connection.close()
+            if attempt == 2:
+                raise
+    assert connection is not None
+    try:
+        yield SharedAgent(connection, made, step_timeout_s)
+    finally:
+        if connection.open:
+            _connections[key] = connection
+            while len(_connections) > WARM_PROCESSES:
+                _connections.popitem(last=False)[1].close()
+
+
+def connect(key: str, source: AgentSource, limits: AgentLimits, idle_s: float) -> Connection:
+    """A connection to the checkpoint's host, started here if none is listening."""
+    folder = run_dir()
+    path = folder / f"{key}.sock"
+    label = Path(source.checkpoint or "").name
+    sock = _try(path)
+    if sock is None:
+        with open(folder / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            sock = _try(path) or _start(path, source, limits, idle_s)
+    return Connection(sock, label)
+
+
+def _try(path: Path) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _start(path: Path, source: AgentSource, limits: AgentLimits, idle_s: float) -> socket.socket:
+    """Start the host (its own session: a worker's Ctrl-C is not its end) and connect."""
+    config = {
+        "socket": str(path),
+        "source": source.model_dump(),
+        "limits": limits.model_dump(mode="json"),
+        "idle_s": idle_s,
+    }
+    arena_root = Path(__file__).resolve().parents[2]
+    log = path.with_suffix(".log")
+    with open(log, "wb") as out:
+        boot = BOOT.format(root=str(arena_root))
+        host = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-c", boot, MARK, json.dumps(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={name: os.environ[name] for name in HOST_ENV if name in os.environ},
+            start_new_session=True,
+        )
+    end = time.monotonic() + limits.start_timeout_s
+    while time.monotonic() < end:
+        sock = _try(path)
+        if sock is not None:
+            return sock
+        if host.poll() is not None:
+            said = " ".join(log.read_text(errors="replace").split())[-300:]
+            raise HostBroken(f"the inference host did not start (exit {host.returncode}): {said}")
+        time.sleep(0.02)
+    host.kill()
+    raise HostBroken(f"the inference host did not listen within {limits.start_timeout_s:g}s")
+
+
+__all__ = ["Connection", "SharedAgent", "close_all", "connect", "shared_agent"]
