@@ -1,5 +1,5 @@
 """A GPU host's Mario throughput against its emulator-only ceiling, GPU memory per process, and
-cpu-vs-cuda action agreement (issue 25, item 4). No network needed; one command, about 4 min:
+cpu-vs-cuda action agreement (issue 25, item 4). No network needed; one command, about 5 min:
 
     python bench/gpu_host.py [--processes 16] [--seconds 40] [--group 8] [--observations 4096]
         [--checkpoint PATH]
@@ -15,19 +15,24 @@ at most):
    (one observation per forward pass: `inference_batch: 1`);
 3. cuda, lockstep: groups of `--group` episodes per process (`run_lockstep`, one forward pass
    per step: `inference_batch: K`). Target: >= 0.8x the ceiling.
+4. cuda, shared: the same groups, every process asking the host's one inference process
+   (workers/sandbox/inference_host.py: the checkpoint in its jailed child, as a cluster runs it
+   under ARENA_SHARED_INFERENCE): one CUDA context for the host. Skipped where no jail starts.
 
-Each process reports torch.cuda.max_memory_allocated and memory_reserved; nvidia-smi's
-per-process memory (the CUDA context included) is printed when it is there. Then, in this
+Each process of 2-3 reports torch.cuda.max_memory_allocated and memory_reserved; nvidia-smi's
+per-process memory (the CUDA context included) is printed when it is there: 16 processes in
+2-3, one (the shared host's child) in 4. Then, in this
 process, >= 4,096 real observations of 1-1 are answered on cpu and on cuda at batch 1 and in
 batches of K: actions that differ, for each pair. Without a GPU the same runs on the cpu (the
 CPU half: phases 1 and 2-3 on cpu, batch 1 against batched on cpu) and the output says so.
-The checkpoint runs in the worker process here, not the jail: the GPU work is the same.
+In 2-3 the checkpoint runs in the worker process, not the jail: the GPU work is the same.
 Without --checkpoint, a PPO CnnPolicy trained 2,048 steps on a toy env is built on the spot.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import platform
@@ -43,6 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from bench._batching import agreement, answers, describe, record_observations
 
+SHARED_MEMORY_MB = 16384  # the shared host's child: a CUDA context maps much more than it uses
+
 
 def phase(
     arm: str, path: str, device: str, group: int, seconds: float, logs: list, barrier: Any
@@ -56,7 +63,16 @@ def phase(
     protocol = MarioProtocol(sticky_p=0.25, max_steps=500)
     actions = action_names(protocol.action_set)
     agent: Any = None
-    if arm != "ceiling":
+    held = contextlib.ExitStack()
+    if arm == "shared":  # the checkpoint in its host-wide jailed child, asked over its socket
+        from workers.sandbox.agent_sandbox import AgentLimits, AgentSource
+        from workers.sandbox.shared_agent import shared_agent
+
+        limits = AgentLimits(memory_mb=SHARED_MEMORY_MB, data_dir=Path(tempfile.gettempdir()))
+        source = AgentSource(checkpoint=path, device=device)  # type: ignore[arg-type]
+        opened = shared_agent(source, None, limits, step_timeout_s=60, idle_s=10)
+        agent = held.enter_context(opened)
+    elif arm != "ceiling":
         agent = load_checkpoint_agent(path, grayscale=True, resize=84, frame_stack=4, device=device)
     run_lockstep("1-1", lambda b: [3] * len(b), Preprocessing(), protocol, list(range(group)))
     barrier.wait()  # every process warm (emulators built, model loaded): start together
@@ -67,21 +83,21 @@ def phase(
             env_seed, log = logs[seed % len(logs)]
             steps += replay_episode("1-1", log, protocol, env_seed).steps
             seed += 1
-        elif arm == "lockstep":
+        elif arm in ("lockstep", "shared"):
             agent.reset(seed=seed, actions=actions)
             seeds = list(range(seed, seed + group))
-            steps += sum(
-                o.steps
-                for o in run_lockstep("1-1", agent_policy(agent), Preprocessing(), protocol, seeds)
-            )
+            policy = agent_policy(agent, seed)
+            played = run_lockstep("1-1", policy, Preprocessing(), protocol, seeds)
+            steps += sum(o.steps for o in played)
             seed += group
         else:
             agent.reset(seed=seed, actions=actions)
             steps += run_episode("1-1", agent, protocol, seed, seed).steps
             seed += 1
     wall_s = time.perf_counter() - started
+    held.close()
     memory: dict[str, Any] = {}
-    if arm != "ceiling" and device == "cuda":
+    if arm not in ("ceiling", "shared") and device == "cuda":  # shared: no CUDA here at all
         import torch
 
         memory = {
@@ -135,6 +151,12 @@ def episode_logs(path: Path, count: int = 48) -> list[tuple[int, str]]:
     agent = load_checkpoint_agent(str(path), **load)
     protocol = MarioProtocol(sticky_p=0.25, max_steps=500)
     return [(s, run_episode("1-1", agent, protocol, s, s).actions) for s in range(count)]
+
+
+def jail_refusal() -> str | None:
+    from workers.sandbox.agent_sandbox import refusal
+
+    return refusal()
 
 
 def nvidia_smi() -> str | None:
@@ -203,7 +225,10 @@ def main() -> int:
     if not args.skip_throughput:
         args.logs = episode_logs(args.checkpoint)
         ceiling = run_phase("ceiling", args, device)[0]["rate"]
-        for arm in ("one-by-one", "lockstep"):
+        for arm in ("one-by-one", "lockstep", "shared"):
+            if arm == "shared" and (why := jail_refusal()) is not None:
+                print(f"shared     skipped: no jail starts here ({why})")
+                continue
             rate = run_phase(arm, args, device)[0]["rate"]
             print(f"           {rate / ceiling:.3f}x the emulator-only ceiling (target >= 0.8x)")
     agreements(args, cuda)
