@@ -7,7 +7,10 @@ can carry this file's source whole (tests/security/test_hostile_agents.py).
 /proc/*/cmdline, the embedded Redis's unix socket, the default port and the test Redis's port;
 (b) reading the API token (environment, /proc) and ~/.ssh; (c) connecting out to the test's
 loopback listener; (d) writing outside its /tmp; (e) a fork bomb (bounded: a jail that let it
-fork must not take the machine down with it); (f) filling the disk (bounded the same way).
+fork must not take the machine down with it); (f) filling the disk (bounded the same way); (g)
+the shared inference hosts' sockets (workers/sandbox/inference_host.py): listing their folders
+and connecting to every socket there, which would let it answer for, or ask, another agent's
+checkpoint.
 """
 
 import contextlib
@@ -98,6 +101,29 @@ def _fill(folder):
     return written, "not stopped"
 
 
+def _hosts(folders):
+    """Each folder's listing, then a connection to each socket in it: "failed: ..." for each
+    try that did not get through (a jail's /tmp is its own: the folder is not even there)."""
+    tries = {}
+    for folder in folders:
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".sock"))
+        except OSError as exc:
+            tries[folder] = f"failed: {type(exc).__name__}"
+            continue
+        tries[folder] = f"listed: {len(names)} sockets"
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.settimeout(2)
+                    sock.connect(path)
+                tries[path] = "connected"
+            except OSError as exc:
+                tries[path] = f"failed: {type(exc).__name__}"
+    return tries
+
+
 def attack(cfg):
     out = {"name": cfg["name"]}
     out["env_leaks"] = _secrets_in(json.dumps(dict(os.environ)), cfg)
@@ -115,5 +141,6 @@ def attack(cfg):
     out["writes"] = {path: _write(path) for path in cfg["write_paths"]}
     out["forks"] = _fork_bomb()
     out["fill"] = {folder: _fill(folder) for folder in ("/tmp", *cfg["fill_folders"])}
+    out["hosts"] = _hosts(cfg["host_dirs"])
     print("HOSTILE " + json.dumps(out), flush=True)
     return out

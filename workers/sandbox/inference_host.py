@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import selectors
 import socket
 import stat
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workers.agent_wire import MAX_ANSWER
 from workers.sandbox.agent_process import (
     SHM_BYTES,
     AgentFault,
@@ -46,8 +48,11 @@ from workers.sandbox.base import SandboxUnavailable
 
 MARK = "arena-inference-host"  # in the host's command line: `ps` shows what it is
 HEADER = struct.Struct("!II")  # the JSON part's length, the raw batch's length
-MAX_META = 1 << 20
 PRINTED_MAX = 1 << 16  # of what the child prints while answering one request
+# A message's JSON part, up to what a host may send: the child's answer (MAX_ANSWER bytes, which
+# json.dumps writes in at most 6 characters a byte, "\u0001") and what it printed (the same). An
+# answer a worker takes from its own child is never, on the host, one that "stopped answering".
+MAX_META = 6 * (MAX_ANSWER + 1 + PRINTED_MAX) + (1 << 16)
 READ_TIMEOUT_S = 30.0  # the rest of a request, once its header came
 BOOT = (
     "import sys; sys.path.insert(0, {root!r}); "
@@ -114,6 +119,14 @@ class HostedProcess(AgentProcess):
         self.printed += data[: max(0, PRINTED_MAX - len(self.printed))]
 
     def take_printed(self) -> str:
+        """What it printed since the last answer. All it printed before answering is in the
+        pipe by now (a print is written before the answer is sent), though an answer that came
+        at once was read before it: read it here, so that it goes with this answer, not with
+        the next client's (or, the last, nowhere)."""
+        for _ in range(16):  # at most 1 MiB: a child that never stops printing still answers
+            if self.sock.fileno() < 0 or not select.select([self.output], [], [], 0)[0]:
+                break  # closed (what was left was read then) or nothing waiting
+            self._forward_output()
         text = self.printed.decode(errors="replace")
         self.printed.clear()
         return text
@@ -136,10 +149,11 @@ class InferenceHost:
             self.hello = {"broken": str(broken)}
             return
         self.hello = self._ask("make", self.source.make_request(), self.start_s)
+        # What it printed making the agent goes into the first client's log, made or not.
+        self.first_printed = str(self.hello.pop("printed", ""))
         if "ok" in self.hello:
             made = self.hello["ok"] if isinstance(self.hello["ok"], dict) else {}
             self.hello = {"made": {**made, "host_pid": os.getpid()}}
-        self.first_printed = str(self.hello.pop("printed", ""))  # the first client's to log
 
     @property
     def start_s(self) -> float:
