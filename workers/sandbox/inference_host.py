@@ -23,6 +23,7 @@ import json
 import os
 import select
 import selectors
+import signal
 import socket
 import stat
 import struct
@@ -278,11 +279,16 @@ def main() -> None:
     host = InferenceHost(
         AgentSource.model_validate(config["source"]), AgentLimits.model_validate(config["limits"])
     )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # ended: the child goes with it
     try:
         host.start()
         serve(host, listener, path, float(config["idle_s"]))
     finally:
         host.close()
+        log = path.with_suffix(".log")  # its stdout: kept only if something went wrong
+        with contextlib.suppress(OSError):
+            if log.stat().st_size == 0:
+                log.unlink()
 
 
 if __name__ == "__main__":
