@@ -1,7 +1,7 @@
 """Evaluation during training (issue 25; docs/mario.md, "Evaluating while training"): PPO trains
 on 1-1 with ArenaCallback, its checkpoints are evaluated on the embedded cluster while training
 goes on, and the API's learning curve has one point per checkpoint, each equal to a separate
-evaluation of that checkpoint (`arena run` of a spec naming it, on another data folder)."""
+evaluation of that checkpoint (`arena run` of a spec naming all five, on another data folder)."""
 
 from __future__ import annotations
 
@@ -86,15 +86,13 @@ def test_checkpoints_are_evaluated_while_ppo_trains(
     assert [p["steps"] for p in points] == [1000, 2000, 3000, 4000, 5000]
     assert [p["batch"] for p in points] == [s.batch_id for s in arena_cb.submitted]
 
-    # One checkpoint evaluated on its own: the same numbers as its point.
+    # Every checkpoint evaluated again, apart (one batch of all five, another data folder):
+    # each point has its own evaluation's numbers.
     alone = {
         "workload": "mario",
         "agents": [
-            {
-                "name": "ppo-a@3k",
-                "sb3": str(tmp_path / "checkpoints" / "ppo-a@3k.zip"),
-                "preprocess": PREPROCESS,
-            }
+            {"name": n, "sb3": str(tmp_path / "checkpoints" / f"{n}.zip"), "preprocess": PREPROCESS}
+            for n in names
         ],
         "items": ["1-1"],
         "protocol": {"episodes": 3, "seed": 7},
@@ -110,8 +108,11 @@ def test_checkpoints_are_evaluated_while_ppo_trains(
     }
     ran = arena("run", str(spec), "--json", env=other)
     assert ran.returncode == 0, ran.stderr
-    row = json.loads(ran.stdout)["results"]["mario-1-1"]["ppo-a@3k"]
-    point = points[2]
-    assert point["score"] == row["score"]
-    for key in ("success_rate", "success_ci95", "iqm_score", "iqm_ci95", "mean_score", "episodes"):
-        assert point[key] == row["stats"][key], key
+    rows = json.loads(ran.stdout)["results"]["mario-1-1"]
+    assert sorted(rows) == names
+    for point in points:
+        row = rows[point["agent"]]
+        assert point["score"] == row["score"], point["agent"]
+        for key in ("success_rate", "success_ci95", "iqm_score", "iqm_ci95", "mean_score"):
+            assert point[key] == row["stats"][key], (point["agent"], key)
+        assert point["episodes"] == row["stats"]["episodes"] == 3
