@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import multiprocessing
 import os
 import platform
@@ -108,7 +109,12 @@ def phase(
 
 
 def _worker(queue: Any, *args: Any) -> None:
-    queue.put(phase(*args))
+    try:
+        queue.put(phase(*args))
+    except Exception as error:  # e.g. the jail did not get CUDA: say so, not a hung phase
+        queue.put({"error": f"{type(error).__name__}: {error}"})
+        barrier = args[-1]
+        barrier.abort()
 
 
 def run_phase(arm: str, args: argparse.Namespace, device: str) -> list[dict]:
@@ -127,6 +133,10 @@ def run_phase(arm: str, args: argparse.Namespace, device: str) -> list[dict]:
     results = [queue.get(timeout=args.seconds + 300) for _ in processes]
     for process in processes:
         process.join()
+    failed = sorted({r["error"] for r in results if "error" in r})
+    if failed:
+        print(f"{arm:10s} failed: {'; '.join(failed)[:600]}")
+        return [{"rate": float("nan")}]
     rate = sum(r["steps"] / r["wall_s"] for r in results)
     print(f"{arm:10s} {args.processes} processes on {device}: {rate:8.1f} steps/s (host)")
     if results and "allocated_mib" in results[0]:
@@ -230,7 +240,8 @@ def main() -> int:
                 print(f"shared     skipped: no jail starts here ({why})")
                 continue
             rate = run_phase(arm, args, device)[0]["rate"]
-            print(f"           {rate / ceiling:.3f}x the emulator-only ceiling (target >= 0.8x)")
+            if not math.isnan(rate):
+                print(f"{'':11s}{rate / ceiling:.3f}x the emulator-only ceiling (target >= 0.8x)")
     agreements(args, cuda)
     return 0
 

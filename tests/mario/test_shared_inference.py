@@ -32,7 +32,13 @@ from tests.needs import require_bwrap
 from workers.mario.protocol import action_names
 from workers.mario.sb3 import BATCH_KEY, SEED_KEY, load_checkpoint_agent
 from workers.sandbox.agent_process import AgentTimedOut
-from workers.sandbox.agent_sandbox import AgentLimits, AgentSource
+from workers.sandbox.agent_sandbox import (
+    AgentLimits,
+    AgentSandboxUnavailable,
+    AgentSource,
+    check_gpu_reached,
+    untrusted_agent,
+)
 from workers.sandbox.base import SandboxUnavailable
 from workers.sandbox.inference_host import MARK, HostBroken, run_dir
 from workers.sandbox.shared_agent import close_all, shared_agent
@@ -192,3 +198,21 @@ def test_a_batch_on_the_cluster_is_the_same_shared_or_not(tmp_path: Path, checkp
     assert outcomes(shared) == outcomes(alone)
     for pid in hosts_of(checkpoint):
         os.kill(pid, signal.SIGTERM)
+
+
+def test_a_cuda_checkpoint_the_jail_leaves_on_the_cpu_is_the_hosts_failing(
+    checkpoint: Path, limits: AgentLimits
+) -> None:
+    """On a host with a GPU, a `device: cuda` checkpoint whose jail did not get CUDA would play
+    on the CPU: another device's results, slowly. That is refused as the host's failing."""
+    source = AgentSource(checkpoint=str(checkpoint), device="cuda")
+    with untrusted_agent(source, None, limits, step_timeout_s=60) as jailed:
+        made = {"runtime": jailed.runtime}  # no GPU here: cuda plays on the cpu, as documented
+    assert made["runtime"]["device"] == "cpu"
+    check_gpu_reached(source, made, [])  # a host without a GPU: allowed
+    with pytest.raises(AgentSandboxUnavailable, match="did not give it to the checkpoint"):
+        check_gpu_reached(source, made, [Path("/dev/nvidia0")])
+    assert issubclass(AgentSandboxUnavailable, SandboxUnavailable)  # an infrastructure error
+    check_gpu_reached(source, {"runtime": {"device": "cuda:0"}}, [Path("/dev/nvidia0")])
+    cpu = AgentSource(checkpoint=str(checkpoint), device="cpu")
+    check_gpu_reached(cpu, made, [Path("/dev/nvidia0")])  # asked for the cpu: the cpu it is

@@ -176,9 +176,27 @@ def untrusted_agent(
         process = AgentProcess(plan_for(source, limits), limits.start_timeout_s)
     try:
         made = process.request("make", source.make_request(), limits.start_timeout_s)
+        check_gpu_reached(source, made, gpu_devices())
         yield SandboxedAgent(process, step_timeout_s, made if isinstance(made, dict) else {})
     finally:
         POOL.give(key, process)
+
+
+def check_gpu_reached(source: AgentSource, made: Any, gpus: list[Path]) -> None:
+    """A `device: cuda` checkpoint on a host with a GPU must have got it in its jail: played on
+    the CPU instead (CUDA did not start there), its results would be another device's, slowly.
+    That is the host's failing (an infrastructure error), not the agent's; without a GPU on the
+    host, cuda runs on the CPU as documented (docs/mario.md)."""
+    if source.device != "cuda" or not source.checkpoint or not gpus:
+        return
+    runtime = made.get("runtime") if isinstance(made, dict) else None
+    where = str(runtime.get("device", "")) if isinstance(runtime, dict) else ""
+    if not where.startswith("cuda"):
+        raise AgentSandboxUnavailable(
+            f"this host has a GPU ({', '.join(p.name for p in gpus[:3])}) but the agent sandbox "
+            f"did not give it to the checkpoint (it would play on {where or 'an unknown device'}):"
+            " CUDA may need more of /proc or /sys in the jail (docs/sandbox.md)"
+        )
 
 
 def checked_digest(source: AgentSource, expected: AgentFingerprint | None) -> str | None:

@@ -34,7 +34,9 @@ from workers.sandbox.agent_sandbox import (
     AgentLimits,
     AgentSandboxUnavailable,
     AgentSource,
+    check_gpu_reached,
     checked_digest,
+    gpu_devices,
     refusal,
 )
 from workers.sandbox.bwrap import DEFAULT_ENV_NAMES
@@ -173,6 +175,7 @@ def shared_agent(
                 raise
     assert connection is not None
     try:
+        check_gpu_reached(source, made, gpu_devices())
         yield SharedAgent(connection, made, step_timeout_s)
     finally:
         if connection.open:
