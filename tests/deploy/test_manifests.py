@@ -425,11 +425,16 @@ def test_workers_consume_their_queue_and_export_metrics(
         assert "replicas" not in worker["spec"]
 
 
-@pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_cpu_workers_run_one_process_per_cpu_of_their_limit(
-    render: Callable[[str], list[Manifest]], name: str
+@pytest.mark.parametrize(
+    ("name", "pool"),
+    [(n, "worker-cpu") for n in KUSTOMIZATIONS] + [(n, "worker-gpu") for n in WITH_GPU_POOL],
+)
+def test_workers_run_one_process_per_cpu_of_their_limit(
+    render: Callable[[str], list[Manifest]], name: str, pool: str
 ) -> None:
-    container = containers(get(render(name), "Deployment", "worker-cpu"))[0]
+    """GPU pods too: their emulators need the cores, and a checkpoint's lockstep batches share
+    one inference process (one CUDA context) per pod (docs/deploy.md)."""
+    container = containers(get(render(name), "Deployment", pool))[0]
     concurrency = option(argv(container), "--concurrency")
     variable = VAR_REFERENCE.fullmatch(concurrency)
     assert variable is not None
@@ -447,7 +452,6 @@ def test_the_gpu_pool_gets_a_gpu_on_a_gpu_node(
     container = pod["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert container["resources"].get("requests", {}).get("nvidia.com/gpu", 1) == 1
-    assert option(argv(container), "--concurrency") == "1"  # one unit per GPU
     assert pod["nodeSelector"]
     key, effect = GPU_TAINT
     assert any(
