@@ -216,3 +216,27 @@ def test_a_cuda_checkpoint_the_jail_leaves_on_the_cpu_is_the_hosts_failing(
     check_gpu_reached(source, {"runtime": {"device": "cuda:0"}}, [Path("/dev/nvidia0")])
     cpu = AgentSource(checkpoint=str(checkpoint), device="cpu")
     check_gpu_reached(cpu, made, [Path("/dev/nvidia0")])  # asked for the cpu: the cpu it is
+
+
+def test_a_checkpoint_that_does_not_load_fails_as_it_does_in_its_own_child(
+    tmp_path: Path, limits: AgentLimits
+) -> None:
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(b"not a zip at all")
+    source = AgentSource(checkpoint=str(broken))
+    # Whatever it raises in its own child, the same from the shared host.
+    with (
+        pytest.raises(Exception) as alone,
+        untrusted_agent(source, None, limits, step_timeout_s=60),
+    ):
+        pass
+    with (
+        pytest.raises(Exception) as shared,
+        shared_agent(source, None, limits, step_timeout_s=60, idle_s=5),
+    ):
+        pass
+    assert (type(shared.value).__name__, str(shared.value)) == (
+        type(alone.value).__name__,
+        str(alone.value),
+    )
+    assert not isinstance(shared.value, SandboxUnavailable)  # the agent's error, not the host's

@@ -173,6 +173,9 @@ def shared_agent(
             connection.close()
             if attempt == 2:
                 raise
+        except BaseException:  # the make's own error (the agent's): this connection is done
+            connection.close()
+            raise
     assert connection is not None
     try:
         check_gpu_reached(source, made, gpu_devices())
