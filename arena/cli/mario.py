@@ -11,8 +11,9 @@ import click
 from arena.cli import terminal
 from arena.cli.terminal import print_json
 from arena.service.cluster import open_store
+from arena.service.compare import read_series
 from arena.service.replays import check_video_path, pick_episode, replay, write_video
-from arena.service.series import Series, read_series
+from arena.service.series import Series, SeriesPoint
 from arena.service.training import Evaluated, Watched, template, watch
 from tasks.redact import redact_text
 from tasks.settings import load_settings
@@ -193,16 +194,26 @@ def series_lines(series: Series) -> list[str]:
     head = f"{'steps':>12}  {'agent':<24} {'best':>8}  {'IQM [bootstrap 95%]':<28} "
     lines = [
         f"series {series.run} on {series.board}: {len(series.points)} checkpoints",
-        head + f"{'success [Wilson 95%]':<26} episodes",
+        head + f"{'success [Wilson 95%]':<26} {'episodes':>8}  P(> prev) [bootstrap 95%]",
     ]
     for p in series.points:
         iqm = f"{num(p.iqm_score, ',.0f')} {ci(p.iqm_ci95, ',.0f')}"
         success = f"{num(p.success_rate, '.0%')} {ci(p.success_ci95, '.0%')}"
         lines.append(
             f"{p.steps:>12,}  {p.agent:<24} {p.score:>8,.0f}  {iqm:<28} {success:<26} "
-            f"{num(p.episodes, 'd')}"
+            f"{num(p.episodes, 'd'):>8}  {versus_previous(p)}"
         )
     return lines
+
+
+def versus_previous(point: SeriesPoint) -> str:
+    """P(the checkpoint beats the previous one) and its interval, marked `better` or `worse`
+    where the interval excludes 0.5 (as `arena compare` says it); `-` for the first."""
+    c = point.vs_previous
+    if c is None:
+        return "-"
+    mark = {"a": " better", "b": " worse"}.get(c.better or "", "")
+    return f"{c.probability:.2f} [{c.ci95[0]:.2f}, {c.ci95[1]:.2f}]{mark}"
 
 
 @click.group("mario")

@@ -1,7 +1,8 @@
 """Two agents of a board compared episode by episode (`arena compare`, the board page's
 neighbouring rows; docs/mario.md, "Comparing two agents"). The episodes are the ones the
 board's `episodes` picture reads (pictures.episodes_picture: the unit results of the batch
-behind each row); the statistic is scoring/compare.py's."""
+behind each row); the statistic is scoring/compare.py's. A run's series (arena/service/series.py)
+is read here too: each checkpoint against the one before it in training order."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from functools import lru_cache
 from pydantic import BaseModel
 
 from arena.service.boards import Board, read_board
-from arena.service.pictures import AgentEpisodes, board_kinds, episodes_picture
+from arena.service.pictures import (
+    AgentEpisodes,
+    SeriesPicture,
+    board_kinds,
+    episodes_picture,
+    picture_of,
+)
+from arena.service.series import Series, series_of
 from scoring.compare import RESAMPLES, Comparison, compare_scores
 from tasks.store import Store
 from tasks.validation import InputError
@@ -83,6 +91,42 @@ def neighbour_comparisons(db: Store, board: Board) -> dict[str, Comparison]:
         for i, upper in enumerate(board.rows[:-1])
         if scores[i] and scores[i + 1]
     }
+
+
+def against_previous(db: Store, board: Board, series: Series) -> Series:
+    """The series with each point after the first compared with the checkpoint before it in
+    training order (`vs_previous`: P(this beats the previous), what `arena compare BOARD THIS
+    PREVIOUS` answers); None for the first point, on a board without per-episode scores, and
+    where either checkpoint has no episodes."""
+    if "episodes" not in board_kinds(board) or len(series.points) < 2:
+        return series
+    rows = {r.agent: r for r in board.rows}
+    picture = episodes_picture(db, board, [rows[p.agent] for p in series.points])
+    scores = [tuple(episode_scores(x)) for x in picture.agents]
+    points = series.points[:1] + [
+        point.model_copy(update={"vs_previous": kept_comparison(now, before)})
+        if now and before
+        else point
+        for point, before, now in zip(series.points[1:], scores[:-1], scores[1:], strict=True)
+    ]
+    return series.model_copy(update={"points": points})
+
+
+def read_series(db: Store, name: str, run: str) -> Series:
+    """The run's series on board NAME, each point against the previous (GET
+    /leaderboards/{name}/series/{run}, `arena mario series`); InputError naming the board or
+    the run when missing."""
+    board = read_board(db, name)
+    return against_previous(db, board, series_of(board, run))
+
+
+def series_picture(db: Store, board: Board, run: str | None = None) -> SeriesPicture:
+    """The board's `series` picture (pictures.picture_of: every run's learning curve, or RUN's
+    alone), each series as read_series answers it; InputError as picture_of's."""
+    picture = picture_of(db, board, "series", run=run)
+    assert isinstance(picture, SeriesPicture)
+    runs = [against_previous(db, board, s) for s in picture.series]
+    return picture.model_copy(update={"series": runs})
 
 
 @lru_cache(maxsize=256)

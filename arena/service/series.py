@@ -2,7 +2,9 @@
 `<run>@<steps>` (`ppo-a@500k`), read as a learning curve: each checkpoint's score and success
 rate, with their intervals, against its training steps. The board keeps each checkpoint as a
 row; a series is read from those rows (GET /leaderboards/{name}/series/{run}, `arena mario
-series`, the board page's learning curves), nothing scored again."""
+series`, the board page's learning curves), nothing scored again. Each checkpoint after the first
+is compared with the one before it (`vs_previous`) where the episodes are read:
+arena/service/compare.py, read_series."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ import re
 
 from pydantic import BaseModel
 
-from arena.service.boards import Board, read_board
+from arena.service.boards import Board
 from arena.service.numbers import as_number, stat
 from arena.service.trends import Pair, pair
-from tasks.store import LeaderboardRow, Store
+from scoring.compare import Comparison
+from tasks.store import LeaderboardRow
 from tasks.validation import InputError
 
 CHECKPOINT = re.compile(r"^(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,63})@(?P<steps>[0-9]{1,12}[kM]?)$")
@@ -63,6 +66,10 @@ class SeriesPoint(BaseModel):
     mean_score: float | None = None
     episodes: int | None = None
     failed: int | None = None
+    # P(this checkpoint beats the previous one) as `arena compare BOARD THIS PREVIOUS` gives it
+    # (arena/service/compare.py, against_previous); None for the first point, or where either
+    # checkpoint's row keeps no per-episode scores.
+    vs_previous: Comparison | None = None
 
 
 class Series(BaseModel):
@@ -113,8 +120,3 @@ def series_of(board: Board, run: str) -> Series:
         f"series: no checkpoints of run {run!r} on leaderboard {board.name!r} "
         f"(agents named {run}@STEPS)"
     )
-
-
-def read_series(db: Store, name: str, run: str) -> Series:
-    """The run's series on board NAME; InputError naming the board or the run when missing."""
-    return series_of(read_board(db, name), run)

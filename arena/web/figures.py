@@ -10,6 +10,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from arena.service.boards import Board
+from arena.service.compare import series_picture
 from arena.service.pictures import BoardKind, SeriesPicture, picture_of
 from arena.service.trends import AgentTrend, TrendPicture
 from arena.web.html import e
@@ -22,7 +23,8 @@ CAPTIONS: dict[str, str] = {
     "race": "Each agent's five dimensions and composite",
     "timeline": "Each unit on its worker, from start to end",
     "series": "Learning curve: each checkpoint's IQM [bootstrap 95%] and best score, success "
-    "rate [Wilson 95%], by training steps",
+    "rate [Wilson 95%], by training steps; △ (▽): better (worse) than the previous checkpoint, "
+    "its P(beats previous) 95% interval excluding 0.5",
 }
 
 
@@ -63,8 +65,7 @@ def board_figures(db: Store, board: Board, kinds: list[BoardKind]) -> str:
 
 def series_figures(db: Store, board: Board) -> str:
     """One learning curve per training run on the board (GET .../series/{run}'s numbers)."""
-    whole = picture_of(db, board, "series")
-    assert isinstance(whole, SeriesPicture)
+    whole = series_picture(db, board)
     return "".join(
         figure(
             chart_url(board.name, "series", run=one.run),

@@ -17,6 +17,8 @@ from pydantic import BaseModel
 
 from arena.service import batches, pictures, races
 from arena.service.batch_view import timeline
+from arena.service.boards import read_board
+from arena.service.compare import series_picture
 from arena.service.pictures import BoardKind
 from arena.service.reports import Report
 from arena.web.charts.cache import KEPT, Format, picture_key
@@ -67,6 +69,8 @@ def board_numbers(
     api: Api, name: str, kind: BoardKind, agent: str | None, run: str | None = None
 ) -> BaseModel:
     try:
+        if kind == "series":  # each point against the previous, as the series route has it
+            return series_picture(api.db, read_board(api.db, name), run)
         return pictures.board_picture(api.db, name, kind, agent, run)
     except InputError as exc:
         raise not_found(exc) from None

@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from arena.service import batches, boards, races, series
-from arena.service.compare import BoardComparison, NotOnBoard, compare_agents
+from arena.service.compare import BoardComparison, NotOnBoard, compare_agents, read_series
 from arena.web.front_door import Redacted
 from arena.web.models import (
     BatchDetail,
@@ -241,9 +241,10 @@ def history(api: ApiState, name: str, agent: str) -> History:
 def run_series(api: ApiState, name: str, run: str) -> series.Series:
     """The learning curve of training run RUN on the board (`arena mario series`): one point
     per checkpoint (agents named `<run>@<steps>`), by training steps, each the checkpoint's
-    row: its score and success rate with their 95% intervals."""
+    row: its score and success rate with their 95% intervals, and, after the first, P(it beats
+    the previous checkpoint) as GET .../compare answers it (`vs_previous`)."""
     try:
-        return series.read_series(api.db, name, run)
+        return read_series(api.db, name, run)
     except InputError as exc:
         raise not_found(exc) from None
 

@@ -1,5 +1,6 @@
 """Series (docs/mario.md, "Series"): a board's checkpoints `<run>@<steps>` read as a learning
-curve by the API, the CLI and the page, the same numbers as the board's rows; bad input is a
+curve by the API, the CLI and the page, the same numbers as the board's rows, each checkpoint
+after the first compared with the previous one as `arena compare` compares them; bad input is a
 404 or one line and exit 2."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -74,6 +76,24 @@ def test_the_series_is_the_rows_by_steps(client: TestClient, board: str) -> None
     assert client.get(f"/leaderboards/{board}/charts/series.png").status_code == 200
 
 
+def test_each_checkpoint_against_the_previous_is_compare_s_answer(
+    client: TestClient, board: str
+) -> None:
+    points = client.get(f"/leaderboards/{board}/series/walk").json()["points"]
+    assert len(points) >= 3 and points[0]["vs_previous"] is None
+    for previous, point in pairwise(points):
+        pair = {"a": point["agent"], "b": previous["agent"]}
+        compared = client.get(f"/leaderboards/{board}/compare", params=pair)
+        assert compared.status_code == 200, compared.text
+        assert point["vs_previous"] == compared.json()["comparison"], pair
+    # This board's 2 episodes a checkpoint separate each from the one before: 20k is worse than
+    # 1k, 3M better than 20k; the picture marks each on its IQM (△ better, ▽ worse).
+    assert [p["vs_previous"]["better"] for p in points[1:]] == ["b", "a"]
+    svg = client.get(f"/leaderboards/{board}/charts/series.svg?run=walk").text
+    assert 'id="worse-walk"' in svg and 'id="better-walk"' in svg
+    assert "walk, better than the previous checkpoint: P(beats previous) 3M 1.00" in svg
+
+
 def test_an_unknown_board_or_run_is_a_404(client: TestClient, board: str) -> None:
     run = client.get(f"/leaderboards/{board}/series/sprint")
     assert run.status_code == 404 and "no checkpoints of run 'sprint'" in run.json()["detail"]
@@ -89,8 +109,22 @@ def test_the_cli_prints_the_series(cluster_env: dict[str, str], board: str) -> N
     lines = table.stdout.splitlines()
     assert lines[0] == f"series walk on {board}: 3 checkpoints"
     assert [line.split()[1] for line in lines[2:]] == ["walk@1k", "walk@20k", "walk@3M"]
+    assert lines[1].endswith("episodes  P(> prev) [bootstrap 95%]"), lines[1]
+    # Each checkpoint against the previous: P, its interval and the verdict; none for the first.
+    assert [line.split("  ")[-1] for line in lines[2:]] == [
+        "-",
+        "0.00 [0.00, 0.00] worse",
+        "1.00 [1.00, 1.00] better",
+    ]
     as_json = arena("mario", "series", board, "walk", "--json", env=cluster_env)
-    assert [p["steps"] for p in json.loads(as_json.stdout)["points"]] == [1000, 20000, 3000000]
+    points = json.loads(as_json.stdout)["points"]
+    assert [p["steps"] for p in points] == [1000, 20000, 3000000]
+    assert points[0]["vs_previous"] is None
+    for previous, point in pairwise(points):  # what `arena compare THIS PREVIOUS --json` says
+        compared = arena("compare", board, point["agent"], previous["agent"], "--json",
+                         env=cluster_env)  # fmt: skip
+        assert compared.returncode == 0, compared.stderr
+        assert point["vs_previous"] == json.loads(compared.stdout)["comparison"]
     for args, said in (((board, "sprint"), "no checkpoints of run 'sprint'"),
                        (("nowhere", "walk"), "no leaderboard 'nowhere'")):  # fmt: skip
         bad = arena("mario", "series", *args, env=cluster_env)

@@ -1,7 +1,9 @@
 """A board's learning curves (arena/service/series.py): for each training run, its checkpoints'
 IQM with the bootstrap 95% band and best score (left), and success rate with the Wilson 95% band
 (right), against training steps: on a linear axis, or a logarithmic one where that keeps the
-checkpoints further apart (1k, 20k, 3M: on a linear axis 1k and 20k are drawn over each other)."""
+checkpoints further apart (1k, 20k, 3M: on a linear axis 1k and 20k are drawn over each other).
+A checkpoint its episodes separate from the previous one (`vs_previous`) is marked on its IQM:
+△ better, ▽ worse."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from arena.service.pictures import SeriesPicture
-from arena.service.series import steps_label
+from arena.service.series import Series, steps_label
 from arena.web.charts.boards import Drawn
 from arena.web.charts.style import colour, gid, place
 
@@ -31,6 +33,7 @@ def learning_curve(pic: SeriesPicture) -> Drawn:
         steps = [float(p.steps) for p in run.points]
         iqm = [(s, p.iqm_score, p.iqm_ci95) for s, p in zip(steps, run.points, strict=True)]
         titles |= banded(score, f"iqm-{run.run}", iqm, shade, run.run if several else "IQM")
+        titles |= separated(score, run, shade)
         (best,) = score.plot(steps, [p.score for p in run.points], "*", color=shade, markersize=6)
         best.set_gid(gid(f"best-{run.run}"))
         titles[gid(f"best-{run.run}")] = f"{run.run}: best score " + ", ".join(
@@ -45,7 +48,7 @@ def learning_curve(pic: SeriesPicture) -> Drawn:
     for ax in (score, success):
         steps_axis(ax, every)
     score.set_ylabel("arena score")
-    score.set_title("IQM [bootstrap 95%] (line), best (★)")
+    score.set_title("IQM [bootstrap 95%] (line), best (★), △▽ vs previous")
     success.set_ylim(-2, 102)
     success.set_title("success rate, % [Wilson 95%]")
     if several:
@@ -54,6 +57,34 @@ def learning_curve(pic: SeriesPicture) -> Drawn:
     title = f"{pic.board}: learning curve of {runs}"
     fig.suptitle(title, fontweight="bold")
     return fig, title, titles
+
+
+def separated(ax: Axes, run: Series, shade: str) -> dict[str, str]:
+    """A hollow triangle on the IQM of each checkpoint its episodes separate from the previous
+    one's (`vs_previous`: the 95% interval of P(it beats the previous) excludes 0.5): up where
+    it is better, down where it is worse."""
+    titles: dict[str, str] = {}
+    for better, marker, word in (("a", "^", "better"), ("b", "v", "worse")):
+        shown = [
+            (p, c, y)
+            for p in run.points
+            if (c := p.vs_previous) is not None
+            and c.better == better
+            and (y := p.iqm_score) is not None
+        ]
+        if not shown:
+            continue
+        xs, ys = [float(p.steps) for p, _, _ in shown], [y for _, _, y in shown]
+        (marks,) = ax.plot(xs, ys, marker, markersize=9, color=shade, markerfacecolor="none")
+        marks.set_gid(gid(f"{word}-{run.run}"))
+        titles[gid(f"{word}-{run.run}")] = (
+            f"{run.run}, {word} than the previous checkpoint: P(beats previous) "
+            + "; ".join(
+                f"{steps_label(p.steps)} {c.probability:.2f} [{c.ci95[0]:.2f}, {c.ci95[1]:.2f}]"
+                for p, c, _ in shown
+            )
+        )
+    return titles
 
 
 def steps_axis(ax: Axes, steps: list[int]) -> None:
