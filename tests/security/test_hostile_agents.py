@@ -270,10 +270,30 @@ def kill_hosts(data_dir: Path) -> None:
             os.kill(pid, signal.SIGKILL)  # its jail dies with it (--die-with-parent)
 
 
+def host_socket(pid: int) -> str | None:
+    """The socket a host was started to listen on (its command line's config)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        return str(json.loads([a for a in argv if a][-1])["socket"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def listening(paths: set[str]) -> int:
+    """How many sockets listen on these paths now (/proc/net/unix, flag __SO_ACCEPTCON)."""
+    count = 0
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        parts = line.split()
+        count += len(parts) >= 8 and int(parts[3], 16) & 0x10000 != 0 and parts[7] in paths
+    return count
+
+
 @dataclass
 class HostWatch:
     """The inference hosts of some checkpoints, looked for every 50 ms while it runs: every
-    pid seen, and the most alive at once."""
+    pid seen, and the most taking clients at once (listening on the checkpoint's socket). A
+    host that retired (its child died, or it idled) may still be seeing its last clients out
+    beside the next one: two processes, one taking clients."""
 
     paths: list[Path]
     seen: dict[Path, set[int]] = field(default_factory=dict)
@@ -284,7 +304,8 @@ class HostWatch:
         while True:
             for path, pids in inference_hosts(self.paths).items():
                 self.seen.setdefault(path, set()).update(pids)
-                self.most[path] = max(self.most.get(path, 0), len(pids))
+                sockets = {socket for pid in pids if (socket := host_socket(pid))}
+                self.most[path] = max(self.most.get(path, 0), listening(sockets))
             if self.stopped.wait(0.05):
                 return
 
@@ -467,7 +488,7 @@ def test_hostile_checkpoints_on_a_shared_inference_host_cannot_touch_the_board(
         "sb3-hog": {("error", "agent", MEMORY)},
         "sb3-quitter": {("error", "agent", DIED + "exited with code 3")},
     }
-    # Each checkpoint ran on its host (not in a worker's own child), never two hosts at once.
+    # Each checkpoint ran on its host (not in a worker's own child), never two taking clients.
     assert all(hosts.seen.get(path) for path in sb3.values()), hosts.seen
     assert all(n <= 1 for n in hosts.most.values()), hosts.most
     assert cluster.pool.poll() is None and cluster.pools.children(cluster.pool) == children
