@@ -41,7 +41,7 @@ from workers.sandbox.agent_sandbox import (
 )
 from workers.sandbox.base import SandboxUnavailable
 from workers.sandbox.inference_host import MARK, HostBroken, run_dir
-from workers.sandbox.shared_agent import close_all, shared_agent
+from workers.sandbox.shared_agent import CONNECTIONS, shared_agent
 
 ACTIONS = action_names("right_only")
 
@@ -61,7 +61,7 @@ def limits(tmp_path: Path) -> Iterator[AgentLimits]:
     """Limits of this test's own (the host's key holds them: no other test's host answers)."""
     require_bwrap()
     yield AgentLimits(data_dir=tmp_path / "data")
-    close_all()
+    CONNECTIONS.clear()
 
 
 def hosts_of(path: Path) -> list[int]:

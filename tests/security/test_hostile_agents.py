@@ -556,7 +556,7 @@ def test_a_checkpoints_passes_come_back_from_the_shared_host_as_from_its_own_chi
     from workers.mario.protocol import action_names
     from workers.mario.sb3 import BATCH_KEY, SEED_KEY
     from workers.sandbox.agent_sandbox import AgentLimits, AgentSource, untrusted_agent
-    from workers.sandbox.shared_agent import close_all, shared_agent
+    from workers.sandbox.shared_agent import CONNECTIONS, shared_agent
 
     require_bwrap()
     length = MAX_ANSWER - 1  # and its frame's tag
@@ -591,5 +591,5 @@ sb3.CheckpointAgent.act_batch = act_batch
                 assert agent.act(batch(2)) == [0, 0]
                 assert capfd.readouterr().out == "PASS\n"
     finally:
-        close_all()
+        CONNECTIONS.clear()
         kill_hosts(tmp_path / "data")

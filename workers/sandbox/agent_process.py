@@ -311,9 +311,7 @@ class AgentProcess:
 
     def _forward(self, data: bytes) -> None:
         self._tail = (self._tail + data)[-2000:]
-        while data:
-            written = os.write(1, data)
-            data = data[written:]
+        write_stdout(data)
 
     def _died(self) -> str:
         """Why the process stopped answering, once it has exited (killed if it will not)."""
@@ -366,6 +364,12 @@ class AgentProcess:
             self._shm_bytes = self._shm_address = None
             with contextlib.suppress(BufferError):  # an array of the agent's still views it
                 self.shm.close()
+
+
+def write_stdout(data: bytes) -> None:
+    """What an agent printed, into this process's stdout (fd 1: the unit's log captures it)."""
+    while data:
+        data = data[os.write(1, data) :]
 
 
 def exit_reason(code: int) -> str:

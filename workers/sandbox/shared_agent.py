@@ -3,7 +3,7 @@
 
 The first worker process that needs a checkpoint's host starts it (under a file lock, so two
 never do) and every other process of the host connects to the same socket. A worker process
-keeps its last few hosts' connections (WARM_PROCESSES), as it keeps agents' processes. What the
+keeps its last few hosts' connections (CONNECTIONS, a WarmPool as for agents' processes). What the
 host answers means what the jailed child's answer means in the worker: the agent's faults are
 AgentFault and AgentRaised, raised here the same; a host that stops answering is the host's
 (HostBroken: an infrastructure error).
@@ -11,7 +11,6 @@ AgentFault and AgentRaised, raised here the same; a host that stops answering is
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import hashlib
 import json
@@ -20,24 +19,22 @@ import socket
 import subprocess
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from workers.fingerprint import AgentFingerprint
-from workers.sandbox.agent_process import AgentProcessDied, agent_exception
+from workers.sandbox.agent_process import AgentProcessDied, agent_exception, write_stdout
 from workers.sandbox.agent_sandbox import (
     THREAD_VARIABLES,
     WARM_PROCESSES,
     AgentLimits,
-    AgentSandboxUnavailable,
     AgentSource,
+    WarmPool,
     check_gpu_reached,
-    checked_digest,
     gpu_devices,
-    refusal,
+    process_key,
 )
 from workers.sandbox.bwrap import DEFAULT_ENV_NAMES
 from workers.sandbox.inference_host import BOOT, FAULTS, MARK, HostBroken, receive, run_dir, send
@@ -69,7 +66,8 @@ class Connection:
         return value(answer)
 
     @property
-    def open(self) -> bool:
+    def reusable(self) -> bool:
+        """Still connected (a request cut short or a lost host closes it)."""
         return self.sock.fileno() >= 0
 
     def close(self) -> None:
@@ -78,11 +76,9 @@ class Connection:
 
 def value(answer: dict[str, Any]) -> Any:
     printed = answer.get("printed")
-    if isinstance(printed, str) and printed:  # into this process's stdout: the unit's log
+    if isinstance(printed, str) and printed:
         sys.stdout.flush()
-        data = printed.encode()
-        while data:
-            data = data[os.write(1, data) :]
+        write_stdout(printed.encode())
     if "ok" in answer:
         return answer["ok"]
     if "made" in answer:
@@ -125,21 +121,7 @@ class SharedAgent:
         return self.connection.ask(meta, batch.tobytes(), self.step_timeout_s)
 
 
-_connections: OrderedDict[str, Connection] = OrderedDict()
-
-
-@atexit.register
-def close_all() -> None:
-    while _connections:
-        _connections.popitem()[1].close()
-
-
-def _forget() -> None:
-    """In a forked child: the parent's connections stay the parent's."""
-    _connections.clear()
-
-
-os.register_at_fork(after_in_child=_forget)
+CONNECTIONS = WarmPool[Connection](WARM_PROCESSES).kept_for_the_process()
 
 
 @contextmanager
@@ -153,18 +135,13 @@ def shared_agent(
 ) -> Iterator[SharedAgent]:
     """The checkpoint's host-wide agent for one lockstep group. AgentChanged is raised here
     before anything runs; AgentSandboxUnavailable where no jail can start."""
-    why = refusal()
-    if why is not None:
-        raise AgentSandboxUnavailable(why)
     if source.checkpoint is None:
         raise ValueError("only a checkpoint's batches are answered by a shared host")
-    digest = checked_digest(source, expected)
-    identity = [source.model_dump(), digest, os.getcwd(), limits.model_dump(mode="json")]
-    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+    key = hashlib.sha256(process_key(source, expected, limits).encode()).hexdigest()[:32]
     made: Any = None
-    connection = _connections.pop(key, None)
+    connection = CONNECTIONS.take(key)
     for attempt in (1, 2):  # a host that just retired: once more, with a new one
-        if connection is None or not connection.open:
+        if connection is None or not connection.reusable:
             connection = connect(key, source, limits, idle_s)
         try:
             made = connection.ask({"op": "hello"}, timeout_s=limits.start_timeout_s)
@@ -181,10 +158,7 @@ def shared_agent(
         check_gpu_reached(source, made, gpu_devices())
         yield SharedAgent(connection, made, step_timeout_s)
     finally:
-        if connection.open:
-            _connections[key] = connection
-            while len(_connections) > WARM_PROCESSES:
-                _connections.popitem(last=False)[1].close()
+        CONNECTIONS.give(key, connection)
 
 
 def connect(key: str, source: AgentSource, limits: AgentLimits, idle_s: float) -> Connection:
@@ -243,4 +217,4 @@ def _start(path: Path, source: AgentSource, limits: AgentLimits, idle_s: float) 
     raise HostBroken(f"the inference host did not listen within {limits.start_timeout_s:g}s")
 
 
-__all__ = ["Connection", "SharedAgent", "close_all", "connect", "shared_agent"]
+__all__ = ["CONNECTIONS", "Connection", "SharedAgent", "connect", "shared_agent"]
