@@ -116,6 +116,15 @@ def test_every_worker_process_asks_one_host_which_answers_as_its_own_child_would
     assert hosts_of(checkpoint) == []
 
 
+def a_new_host_answers(
+    source: AgentSource, limits: AgentLimits, observations: np.ndarray, old: Any
+) -> None:
+    """The next group's host is another than `old`, and it answers."""
+    with shared_agent(source, None, limits, step_timeout_s=60, idle_s=5) as agent:
+        assert agent.host_pid not in (None, old)
+        assert len(agent.act({BATCH_KEY: observations[:4], SEED_KEY: 0})) == 4
+
+
 def test_a_timed_out_child_is_the_agents_fault_and_the_next_group_gets_a_new_host(
     checkpoint: Path, observations: np.ndarray, limits: AgentLimits
 ) -> None:
@@ -126,9 +135,7 @@ def test_a_timed_out_child_is_the_agents_fault_and_the_next_group_gets_a_new_hos
             for _ in range(20):  # a pass this short: the first that is not answered in time
                 agent.act({BATCH_KEY: observations[:48], SEED_KEY: 0})
         assert not isinstance(raised.value, SandboxUnavailable)  # the agent's, not the host's
-    with shared_agent(source, None, limits, step_timeout_s=60, idle_s=5) as agent:
-        assert agent.host_pid != first
-        assert len(agent.act({BATCH_KEY: observations[:4], SEED_KEY: 0})) == 4
+    a_new_host_answers(source, limits, observations, first)
 
 
 def test_a_killed_host_is_an_infrastructure_error_and_the_next_group_starts_another(
@@ -141,9 +148,7 @@ def test_a_killed_host_is_an_infrastructure_error_and_the_next_group_starts_anot
         os.kill(first, signal.SIGKILL)
         with pytest.raises(HostBroken, match="stopped answering"):
             agent.act({BATCH_KEY: observations[:4], SEED_KEY: 0})
-    with shared_agent(source, None, limits, step_timeout_s=60, idle_s=5) as agent:
-        assert agent.host_pid not in (None, first)
-        assert len(agent.act({BATCH_KEY: observations[:4], SEED_KEY: 0})) == 4
+    a_new_host_answers(source, limits, observations, first)
 
 
 def test_a_socket_folder_others_may_enter_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
