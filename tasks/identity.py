@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from tasks.spec import RUN_OPTIONS
 from workers.fingerprint import AgentFingerprint
 
 
@@ -37,7 +38,8 @@ def _by_name(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def protocol_fingerprint(normalised: dict[str, Any]) -> str:
     body = {k: v for k, v in normalised.items() if k not in ("agents", "leaderboard", "occasion")}
-    body.pop("cost_budget_usd", None)  # a run option (tasks/spec.py)
+    for option in RUN_OPTIONS:  # run options (tasks/spec.py)
+        body.pop(option, None)
     body["items"] = _by_name(body["items"])
     return _digest(body)
 
@@ -45,7 +47,7 @@ def protocol_fingerprint(normalised: dict[str, Any]) -> str:
 def batch_identity(
     normalised: dict[str, Any], agents: dict[str, AgentFingerprint], engine: str
 ) -> BatchIdentity:
-    spec = {k: v for k, v in normalised.items() if k != "cost_budget_usd"}  # a run option
+    spec = {k: v for k, v in normalised.items() if k not in RUN_OPTIONS}
     body = {
         "spec": {
             **spec,

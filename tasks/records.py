@@ -38,6 +38,11 @@ class BatchInfo(BaseModel):
     identity: BatchIdentity
     provenance: Provenance
     run_id: str | None = None
+    # Sharing (docs/architecture.md): the class and weight it was submitted with, and the team
+    # whose token submitted it (None: the CLI's operator, or a token of no team).
+    priority: Literal["interactive", "scheduled", "bulk"] = "scheduled"
+    weight: float = 1.0
+    team: str | None = None
 
 
 class LeaderboardRow(BaseModel):

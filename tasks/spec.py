@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, NoReturn
+from typing import Annotated, Any, ClassVar, Literal, NoReturn
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +14,9 @@ from tasks.validation import InputError
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Priority = Literal["interactive", "scheduled", "bulk"]
+PRIORITIES: tuple[Priority, ...] = ("interactive", "scheduled", "bulk")  # who goes first
+RUN_OPTIONS = ("cost_budget_usd", "priority", "weight")  # a spec's keys outside its identity
 Occasion = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
@@ -47,6 +50,12 @@ class BatchSpec(SpecModel):
     # once spent no request is sent and the batch ends cancelled, saying so. A run option, in
     # neither identity: raising it and running again resumes the same batch.
     cost_budget_usd: Annotated[float, Field(gt=0, le=1_000_000)] | None = None
+    # Sharing the pool (docs/architecture.md, "Sharing"): who gets the next free worker slot.
+    # `interactive` (a person waits), `scheduled` (a nightly), `bulk` (a sweep); None: the
+    # front door's default. `weight`: this batch's share among its team's batches of its class.
+    # Run options, in neither identity: the same batch at another priority resumes.
+    priority: Priority | None = None
+    weight: Annotated[float, Field(gt=0, le=1000)] | None = None
 
 
 def derive_seed(master: int, *parts: str | int) -> int:

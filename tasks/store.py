@@ -1,5 +1,6 @@
 """Everything Arena keeps in Redis (keys in tasks/keys.py), behind one class. Its parts, one per
-kind of record: tasks/store_batches.py, store_results.py, store_boards.py, store_flight.py.
+kind of record: tasks/store_batches.py, store_results.py, store_boards.py, store_flight.py,
+store_sharing.py (how a pool is shared), store_teams.py.
 Only the Store and tasks/broker.py (kombu's own keys) talk to Redis."""
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from tasks.store_batches import BATCH_REF, UnitCounts
 from tasks.store_boards import Boards
 from tasks.store_flight import InFlight
 from tasks.store_results import ChunkStart, GroupChange, SaveReply, UnitResults
+from tasks.store_sharing import Sharing
+from tasks.store_teams import TeamRecords
 
 __all__ = [
     "BATCH_REF",
@@ -36,7 +39,7 @@ __all__ = [
 ]
 
 
-class Store(Boards, UnitResults, InFlight):
+class Store(Boards, UnitResults, InFlight, Sharing, TeamRecords):
     def ping(self) -> None:
         """Raises redis-py's error when Redis does not answer."""
         self.r.ping()

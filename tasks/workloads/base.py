@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tasks.identity import BatchIdentity
 from tasks.repo_policy import Asker
-from tasks.spec import BatchSpec, Protocol, derive_seed
+from tasks.spec import RUN_OPTIONS, BatchSpec, Protocol, derive_seed
 from tasks.validation import InputError
 from workers.fingerprint import (
     AgentFingerprint,
@@ -184,8 +184,8 @@ class ValidatedBatch(BaseModel):
 
 def normalise(spec: BatchSpec, agents: list[Any], items: list[Any], params: Any) -> dict[str, Any]:
     """The spec as validated, every default filled in: two spellings of one protocol agree.
-    `occasion` and `cost_budget_usd` appear only when given (batches without them keep the
-    identities they had)."""
+    `occasion` and the run options (RUN_OPTIONS) appear only when given (batches without them
+    keep the identities they had)."""
     normalised = {
         "workload": spec.workload,
         "leaderboard": spec.leaderboard,
@@ -196,8 +196,9 @@ def normalise(spec: BatchSpec, agents: list[Any], items: list[Any], params: Any)
     }
     if spec.occasion is not None:
         normalised["occasion"] = spec.occasion
-    if spec.cost_budget_usd is not None:
-        normalised["cost_budget_usd"] = spec.cost_budget_usd
+    for option in RUN_OPTIONS:  # only when given: older batches keep their identities
+        if getattr(spec, option) is not None:
+            normalised[option] = getattr(spec, option)
     return normalised
 
 
