@@ -141,3 +141,10 @@ class Keys:
 
     def write_probe(self) -> str:
         return f"{self.prefix}probe:writes"
+
+    # -- sharing (tasks/store_sharing.py, tasks/fair_share.py) ----------------------------------
+    # (keys of the pool's scheduler are added here)
+
+    # -- teams (tasks/store_teams.py, tasks/teams.py) ------------------------------------------
+    def team_counts(self, team: str) -> str:
+        return f"{self.prefix}team:{team}:counts"

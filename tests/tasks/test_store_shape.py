@@ -12,7 +12,8 @@ from tasks.workloads.base import Unit
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 # The modules that talk to Redis: the Store's parts and kombu's fence.
 TALKERS = {"store.py", "store_base.py", "store_batches.py", "store_results.py"}
-TALKERS |= {"store_boards.py", "store_flight.py", "broker.py"}
+TALKERS |= {"store_boards.py", "store_flight.py", "store_sharing.py", "store_teams.py"}
+TALKERS |= {"broker.py"}
 TALKERS |= {"llm_services.py"}  # the `limits` library and redis-py locks on the Store's client
 
 
