@@ -31,6 +31,14 @@ LLM agents (tasks/llm_services.py, on the Store's client):
   endpoint's concurrency slots (redis-py locks, expiring after their lease);
   `llm:cache:{key}` strings: replay cache entries (JSON, 90 days from their last use);
   `batch:{id}:llm_spent` string: the batch's spend in US dollars (INCRBYFLOAT).
+Sharing a pool (tasks/store_sharing.py, tasks/fair_share.py, tasks/lua/; `{queue}`: cpu, gpu):
+  `pool:{queue}:batches` hash: batch id -> JSON of its share (class, team, team weight, batch
+  weight, seconds per unit (EWMA), chunk size, pass, arrival); `pool:{queue}:teams:{class}`
+  hash: team -> pass; `pool:{queue}:waiting:{batch}` list: JSON [chunk id, [unit dicts]] of
+  its chunks not yet given to the broker; `pool:{queue}:out:{batch}` hash: chunk id -> seconds
+  charged, its chunks given to the broker and not finished; `pool:{queue}:slots` sorted set:
+  worker node -> when its registration lapses (Redis's clock); `pool:{queue}:slot_counts`
+  hash: worker node -> its processes consuming the queue.
 Other: `probe:writes` string (a second): whether Redis accepts writes (tasks/refusal.py).
 """
 
@@ -143,7 +151,33 @@ class Keys:
         return f"{self.prefix}probe:writes"
 
     # -- sharing (tasks/store_sharing.py, tasks/fair_share.py) ----------------------------------
-    # (keys of the pool's scheduler are added here)
+    def pools(self) -> str:
+        """The pattern of every key of every pool (Store.forget_pools drops them all)."""
+        return f"{self.prefix}pool:*"
+
+    def pool(self, queue: str) -> str:
+        """The root of a pool's keys; the release scripts (tasks/lua/) build the rest from it:
+        `{pool}batches`, `{pool}teams:{class}`, `{pool}slots`, `{pool}slot_counts`,
+        `{pool}waiting:{batch}`, `{pool}out:{batch}` (the methods below)."""
+        return f"{self.prefix}pool:{queue}:"
+
+    def pool_batches(self, queue: str) -> str:
+        return f"{self.pool(queue)}batches"
+
+    def pool_teams(self, queue: str, priority: str) -> str:
+        return f"{self.pool(queue)}teams:{priority}"
+
+    def pool_slots(self, queue: str) -> str:
+        return f"{self.pool(queue)}slots"
+
+    def pool_slot_counts(self, queue: str) -> str:
+        return f"{self.pool(queue)}slot_counts"
+
+    def pool_waiting(self, queue: str, batch_id: str) -> str:
+        return f"{self.pool(queue)}waiting:{batch_id}"
+
+    def pool_out(self, queue: str, batch_id: str) -> str:
+        return f"{self.pool(queue)}out:{batch_id}"
 
     # -- teams (tasks/store_teams.py, tasks/teams.py) ------------------------------------------
     def team_counts(self, team: str) -> str:
