@@ -9,6 +9,7 @@ import click
 from arena.cli import terminal
 from arena.cli.terminal import JSON_HELP, OUTPUT_PATH, exit_for, print_json
 from arena.service import batches, boards, cluster
+from arena.service.queue import place_line, place_of
 from arena.service.reports import check_output_path, write_report
 from arena.service.waiting import wait
 from tasks.settings import load_settings
@@ -77,11 +78,13 @@ def run_command(
 @click.option("--fresh", is_flag=True, help="Rerun every unit, ignoring stored results.")
 @click.option("--run-id", help="A label to find this run again (arena status LABEL).")
 def submit_command(spec: str, fresh: bool, run_id: str | None) -> None:
-    """Queue a batch on the cluster; prints the batch id."""
-    settings = cluster.cluster_settings("submit")
+    """Queue a batch on the cluster (no ARENA_REDIS_URL: the embedded cluster running on the
+    data folder, e.g. `arena api`'s); prints the batch id."""
+    settings = load_settings()
     batches.check_run_id(run_id)
     batch = batches.load_batch(spec)
-    sub = batches.submit_batch(cluster.connect(settings), settings, batch, fresh, run_id)
+    with cluster.open_store(settings, start=False) as db:
+        sub = batches.submit_batch(db, settings, batch, fresh, run_id)
     click.echo(sub.batch_id)
     click.echo(
         f"{sub.state}: {sub.enqueued} units enqueued, {sub.reused} reused, "
@@ -95,18 +98,23 @@ def submit_command(spec: str, fresh: bool, run_id: str | None) -> None:
 @click.option("--watch", is_flag=True, help="Follow with a progress bar until it finishes.")
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 def status_command(batch_ref: str, watch: bool, as_json: bool) -> None:
-    """A batch's state, progress and summary (ID: a batch id, a unique prefix, or a run id).
-    Exits 1 when the batch ended with errors, failed or was cancelled."""
+    """A batch's state, progress and summary (ID: a batch id, a unique prefix, or a run id);
+    while it runs, its class, team, share of its pool or place in line, and ETA. Exits 1 when
+    the batch ended with errors, failed or was cancelled."""
     settings = load_settings()
     with cluster.open_store(settings) as db:
         info = batches.find_batch(db, batch_ref)
         if watch and info.status not in FINISHED:
             with terminal.ProgressBar(info.id, info.total, show=not as_json) as bar:
                 info = wait(db, info.id, settings, bar)
+        place = place_of(db, info.id) if info.status not in FINISHED else None
         if as_json:
-            print_json(info.model_dump(mode="json"))
+            shared = place.model_dump(mode="json") if place else None
+            print_json({**info.model_dump(mode="json"), "queue": shared})
         else:
-            terminal.print_batch(info, batches.running_notes(db, info, settings))
+            line = place_line(place)
+            notes = batches.running_notes(db, info, settings)
+            terminal.print_batch(info, [line, *notes] if line else notes)
             for board in boards.boards_made(db, info.boards) if info.status == "done" else []:
                 terminal.print_board(board)
         if info.status in FINISHED:

@@ -16,6 +16,7 @@ from arena.cli.batches import COMMANDS
 from arena.cli.compare import compare_command
 from arena.cli.games import benchmark_command
 from arena.cli.mario import mario_group
+from arena.cli.queue import queue_command
 from arena.cli.races import race_group
 from arena.cli.schedules import beat_command, schedule_group
 from arena.embedded import DataDirInUse
@@ -156,6 +157,7 @@ def game_group() -> None:
 game_group.add_command(benchmark_command)
 cli.add_command(compare_command)
 cli.add_command(mario_group)
+cli.add_command(queue_command)
 cli.add_command(race_group)
 cli.add_command(beat_command)
 cli.add_command(schedule_group)

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from arena.service import batches
 from arena.service.batch_view import UnitRow, timeline, unit_rows
 from arena.service.numbers import format_value
+from arena.service.queue import QueuedBatch, place_line, place_of
 from arena.web.figures import CAPTIONS, figure
 from arena.web.html import data, e, layout
 from arena.web.state import ApiState, not_found
@@ -47,7 +48,15 @@ def unit_row(batch_id: str, row: UnitRow) -> str:
     )
 
 
-def header(info: BatchInfo, notes: list[str]) -> str:
+def queue_place(place: QueuedBatch | None) -> str:
+    """Its class, team, share or place in line, and ETA (`arena status` prints the same)."""
+    line = place_line(place)
+    if place is None or line is None:
+        return ""
+    return f'<p class="queue" data-value="{data(place.model_dump(mode="json"))}">{e(line)}</p>'
+
+
+def header(info: BatchInfo, notes: list[str], place: QueuedBatch | None = None) -> str:
     boards = ", ".join(
         f'<a href="/ui/leaderboards/{quote(b, safe="")}">{e(b)}</a>' for b in info.boards
     )
@@ -67,6 +76,7 @@ def header(info: BatchInfo, notes: list[str]) -> str:
         + f' · <progress class="units" max="{info.total}" value="{info.completed}"></progress> '
         f'<span class="counts" data-value="{data([info.completed, info.total, info.errors])}">'
         f"{e(counts(info))}</span>{live}</p>"
+        + queue_place(place)
         + "".join(f'<p class="note">{e(n)}</p>' for n in notes)
         + f'<p><a class="report" href="/batches/{e(info.id)}/report" download>Report (JSON)</a>'
         + (" so far" if running else "")
@@ -81,6 +91,7 @@ def batch_page(api: ApiState, batch_id: str) -> str:
     except InputError as exc:
         raise not_found(exc) from None
     notes = batches.running_notes(api.db, info, api.settings)
+    place = place_of(api.db, info.id) if info.status not in FINISHED else None
     rows = unit_rows(api.db, info)
     chart = figure(
         f"/batches/{info.id}/chart",
@@ -90,7 +101,7 @@ def batch_page(api: ApiState, batch_id: str) -> str:
         f"batch {info.id}: its units over time",
     )
     body = (
-        header(info, notes)
+        header(info, notes, place)
         + chart
         + '<h2>Units</h2><table class="units"><tr><th class=name>Agent</th>'
         "<th class=name>Item</th><th>Episode</th><th class=name>Status</th><th>Duration</th>"
@@ -98,4 +109,6 @@ def batch_page(api: ApiState, batch_id: str) -> str:
         "<th>Log</th></tr>" + "".join(unit_row(info.id, r) for r in rows) + "</table>"
     )
     title = f"Batch {info.run_id or info.id[:12]}"
-    return layout(title, body, poll=info.status not in FINISHED)
+    # A waiting batch makes no progress for the poll to see: the page reloads to follow its place.
+    waiting = place is not None and place.state == "waiting"
+    return layout(title, body, refresh=waiting, poll=info.status not in FINISHED)

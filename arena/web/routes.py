@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from arena.service import batches, boards, races, series
 from arena.service.compare import BoardComparison, NotOnBoard, compare_agents, read_series
+from arena.service.queue import QueueView, read_queue
 from arena.web.front_door import Redacted
 from arena.web.models import (
     BatchDetail,
@@ -306,3 +307,12 @@ def merge(api: ApiState, batch_id: str, force: bool = False) -> Merged:
         return Merged(batch_id=resolved, message=races.merge_winner(resolved, info, force))
     except RunFailed as exc:
         raise HTTPException(409, str(exc)) from None
+
+
+@router.get("/queue", response_model=QueueView, tags=["batches"])
+def queue(api: ApiState) -> QueueView:
+    """The batches each pool runs and those waiting for a slot, in the order the scheduler
+    serves them (class, then pass): class, team, weights, share, place in line, progress and
+    ETA (`arena queue --json`). Open like every read: it names batches and teams, as GET
+    /batches does."""
+    return read_queue(api.db)
