@@ -39,6 +39,9 @@ Sharing a pool (tasks/store_sharing.py, tasks/fair_share.py, tasks/lua/; `{queue
   charged, its chunks given to the broker and not finished; `pool:{queue}:slots` sorted set:
   worker node -> when its registration lapses (Redis's clock); `pool:{queue}:slot_counts`
   hash: worker node -> its processes consuming the queue.
+The embedded default's host (arena/embedded/host.py): `embedded:generation` string: how many
+  hosts have started on the folder; `embedded:orphans` set: ids of the batches an earlier
+  host left running (the next client to resubmit one resumes it).
 Other: `probe:writes` string (a second): whether Redis accepts writes (tasks/refusal.py).
 """
 
@@ -149,6 +152,13 @@ class Keys:
 
     def write_probe(self) -> str:
         return f"{self.prefix}probe:writes"
+
+    # -- the embedded default's host (arena/embedded/host.py) -----------------------------------
+    def embedded_generation(self) -> str:
+        return f"{self.prefix}embedded:generation"
+
+    def embedded_orphans(self) -> str:
+        return f"{self.prefix}embedded:orphans"
 
     # -- sharing (tasks/store_sharing.py, tasks/fair_share.py) ----------------------------------
     def pools(self) -> str:

@@ -26,6 +26,8 @@ class ArenaSettings(BaseSettings):
     key_prefix: str = "arena:"
     # Embedded mode: local worker processes (default: one per core).
     workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=1024)
+    # The embedded cluster's host stops this long after its last client left (arena/embedded/).
+    embedded_linger_s: float = Field(10.0, ge=0, le=86_400, allow_inf_nan=False)
     # Broker redelivery of an unacknowledged task; must exceed the longest chunk's time limit.
     visibility_timeout_s: float = Field(7200.0, gt=0, allow_inf_nan=False)
     # How often each worker looks for units a dead worker left unacknowledged.

@@ -20,11 +20,12 @@ from arena.cli.queue import queue_command
 from arena.cli.races import race_group
 from arena.cli.schedules import beat_command, schedule_group
 from arena.embedded import DataDirInUse
-from arena.service.cluster import cluster_settings
+from arena.service.cluster import cluster_settings, on_embedded
 from arena.service.inputs import read_json
 from arena.service.scores import SCORERS, score
 from tasks.provenance import version_line
 from tasks.refusal import refused_writes
+from tasks.settings import load_settings
 from tasks.validation import InputError, RunFailed
 
 # The rubric worked examples, shipped inside the package (scored by `arena demo`); the
@@ -132,13 +133,24 @@ def worker_command(
 )
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 def api_command(host: str, port: int) -> None:
-    """Serve the HTTP API on the cluster's Redis (ARENA_REDIS_URL; docs/api.md)."""
-    settings = cluster_settings("api")
+    """Serve the HTTP API and its page (docs/api.md) on the cluster's Redis (ARENA_REDIS_URL),
+    or with none set on the data folder's embedded cluster: the one running, else started, and
+    kept while this serves (its workers start when a batch is submitted)."""
+    settings = load_settings()
     import uvicorn  # the server and the app (FastAPI) only for `arena api`
 
     from arena.web.app import create_app
 
-    uvicorn.run(create_app(settings), host=host, port=port)
+    if settings.redis_url:
+        uvicorn.run(create_app(settings), host=host, port=port)
+        return
+    with on_embedded(settings) as local:
+        click.echo(
+            f"serving http://{host}:{port}/ on the embedded cluster in "
+            f"{settings.data_dir.resolve()} until Ctrl-C",
+            err=True,
+        )
+        uvicorn.run(create_app(local), host=host, port=port)
 
 
 def prepare_multiprocess_metrics() -> None:

@@ -71,6 +71,13 @@ def scoring_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.option("--run-id", help="A label to find this race again.")
 @OUTPUT_PATH
+@click.option(
+    "--serve",
+    "serve_port",
+    type=click.IntRange(1, 65535),
+    metavar="PORT",
+    help="Serve the API and its page on 127.0.0.1:PORT meanwhile, and after the race until Ctrl-C.",
+)
 @scoring_options
 def run_command(
     spec: str | None,
@@ -83,6 +90,7 @@ def run_command(
     as_json: bool,
     run_id: str | None,
     output_path: Path | None,
+    serve_port: int | None,
     **scoring: Any,
 ) -> None:
     """Check every agent's branch (and the base), score and rank them as the race scoring
@@ -95,7 +103,9 @@ def run_command(
     flags = ScoringFlags(**scoring)
     data = races.race_spec(spec, repo, task, base, list(agents), flags)
     batch = validate_batch(data, asker="operator")
-    finished = run_and_show(batch, fresh, workers, as_json, run_id=run_id, show_boards=False)
+    finished = run_and_show(
+        batch, fresh, workers, as_json, run_id=run_id, show_boards=False, serve_port=serve_port
+    )
     if target:
         written = write_report(finished.report, target)
         if not as_json:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +46,20 @@ class ArenaCallback(BaseCallback):
     to a temporary file and renamed, so a watcher never reads half of it) and its evaluation
     queued for a background thread, which submits it as a one-agent Mario batch, the agent
     named `<run>@<steps>`, on the protocol's board (`mario-1-1`). Training waits only for the
-    save; an evaluation that cannot be submitted is logged (and kept in `errors`), never raised.
+    save; an evaluation that cannot be submitted (no cluster to evaluate on, a refused
+    checkpoint) is never raised: it is logged, warned of (RuntimeWarning, in training's own
+    thread at the next checkpoint and at the end), kept in `errors` and in `submitted` (state
+    `not-submitted`, with its reason).
 
     The evaluation: `spec` (a Mario spec file or dict: items, protocol, params, leaderboard;
     its first agent's preprocess and device), else `level`, `episodes`, `seed`, `params`,
     `leaderboard`; `preprocess` (grayscale, resize, frame_stack: how the model sees the game)
     and `device` for the checkpoint. It runs on ARENA_REDIS_URL's cluster, or with none set on
-    the embedded default (`workers` processes, the data folder ARENA_DATA_DIR), started at the
-    first checkpoint and kept until training ends, when the callback waits for the evaluations
-    still running (`wait_at_end`, at most `wait_s` seconds): that cluster stops with it."""
+    the data folder's (ARENA_DATA_DIR) embedded cluster, shared with every other command on
+    that folder (another training process, `arena mario series`, `arena api`): attached to (or
+    started, with `workers` processes) at the first checkpoint and kept until training ends,
+    when the callback waits for the evaluations still running (`wait_at_end`, at most `wait_s`
+    seconds): that cluster stops once no command uses it."""
 
     def __init__(
         self,
@@ -94,6 +100,7 @@ class ArenaCallback(BaseCallback):
         self.submitted: list[Submitted] = []
         self.errors: list[str] = []
         self._next = every
+        self._warned = 0  # how many of the evaluations' errors training was warned of
 
     def _init_callback(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -104,6 +111,12 @@ class ArenaCallback(BaseCallback):
             self._next = (self.num_timesteps // self.every + 1) * self.every
             self.checkpoint()
         return True
+
+    def _warn(self, errors: list[str]) -> None:
+        """Training hears of each evaluation not submitted, once (RuntimeWarning)."""
+        for line in errors[self._warned :]:
+            warnings.warn(f"arena: evaluation not submitted: {line}", RuntimeWarning, 2)
+        self._warned = len(errors)
 
     def checkpoint(self) -> Path:
         """Save the model now and queue its evaluation; the checkpoint's path."""
@@ -116,6 +129,7 @@ class ArenaCallback(BaseCallback):
         os.replace(partial, path)
         if self.evaluations is None:
             self.evaluations = BackgroundEvaluations(self.template, self.workers)
+        self._warn(self.errors + self.evaluations.errors)  # the earlier checkpoints'
         self.evaluations.submit(path, name)
         if self.verbose:
             log.info("arena: saved %s; its evaluation is queued", path)
@@ -133,3 +147,4 @@ class ArenaCallback(BaseCallback):
         evaluations.close(self.wait_at_end, self.wait_s)
         self.submitted += evaluations.submitted
         self.errors += evaluations.errors
+        self._warn(self.errors)

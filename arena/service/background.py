@@ -1,8 +1,9 @@
 """Checkpoints submitted from a background thread, so that training never waits on an
 evaluation (docs/mario.md, "Evaluating while training"). The thread opens the cluster at its
-first checkpoint (ARENA_REDIS_URL's, or the embedded default, started once and kept until
-`close`), validates and submits each checkpoint in turn, and logs what fails: nothing it does
-raises into the caller."""
+first checkpoint (ARENA_REDIS_URL's, or the data folder's embedded cluster, attached to (started
+if none runs) until `close`), validates and submits each checkpoint in turn, and logs what
+fails: nothing it does raises into the caller, which reads `errors` (each checkpoint not
+submitted is in `submitted` too, state `not-submitted`, with its reason)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ log = logging.getLogger("arena.training")
 class Submitted:
     agent: str
     path: Path
-    batch_id: str
-    state: str  # the submission's: enqueued, already-done, already-running, reducing
+    batch_id: str  # "" when not submitted
+    state: str  # the submission's: enqueued, already-done, already-running, reducing; or
+    # not-submitted (no cluster to evaluate on, or the checkpoint refused): `error` says why
+    error: str | None = None
 
 
 class BackgroundEvaluations:
@@ -65,7 +68,7 @@ class BackgroundEvaluations:
                     try:
                         target = stack.enter_context(evaluation_cluster(self.workers))
                     except Exception as exc:
-                        self._failed(item[1], f"no cluster to evaluate on: {exc}")
+                        self._failed(item[1], f"no cluster to evaluate on: {exc}", item[0])
                         continue
                     self.embedded = target.embedded
                 self._submit(target, *item)
@@ -77,13 +80,13 @@ class BackgroundEvaluations:
             batch = checkpoint_batch(self.template, path, agent)
             sub = submit_checkpoint(target, batch)
         except Exception as exc:
-            self._failed(agent, str(exc))
+            self._failed(agent, str(exc), path)
             return
         self.submitted.append(Submitted(agent, path, sub.batch_id, sub.state))
         log.info("arena: %s submitted (batch %s, %s)", agent, sub.batch_id[:12], sub.state)
 
     def _finish(self, target: Target) -> None:
-        ids = [s.batch_id for s in self.submitted]
+        ids = [s.batch_id for s in self.submitted if s.batch_id]
         if self._wait_s == 0.0 or not ids:
             return
         log.info("arena: waiting for %d evaluations on the embedded cluster", len(ids))
@@ -94,12 +97,14 @@ class BackgroundEvaluations:
             return
         if left:
             log.warning(
-                "arena: %d evaluations unfinished when the embedded cluster stopped; `arena mario "
-                "watch FOLDER --once` on this data folder resumes them",
+                "arena: %d evaluations unfinished when training left the embedded cluster (it "
+                "stops once no command uses it); `arena mario watch FOLDER --once` on this data "
+                "folder resumes them",
                 len(left),
             )
 
-    def _failed(self, agent: str, why: str) -> None:
-        line = f"{agent}: {why.splitlines()[0] if why else 'failed'}"
-        self.errors.append(line)
-        log.error("arena: evaluation of %s not submitted", line)
+    def _failed(self, agent: str, why: str, path: Path | None = None) -> None:
+        reason = why.splitlines()[0] if why else "failed"
+        self.errors.append(f"{agent}: {reason}")
+        self.submitted.append(Submitted(agent, path or Path(), "", "not-submitted", reason))
+        log.error("arena: evaluation of %s: %s: not submitted", agent, reason)

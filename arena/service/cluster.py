@@ -1,5 +1,6 @@
-"""Where batches run: the cluster's Redis (ARENA_REDIS_URL) or the embedded default, started
-for the length of a command; `run_batch` submits a batch there and waits for it."""
+"""Where batches run: the cluster's Redis (ARENA_REDIS_URL) or the embedded default, the data
+folder's host, attached to (started if none runs) for the length of a command; `run_batch`
+submits a batch there and waits for it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from arena.embedded import embedded_cluster, embedded_redis, forget_broker_state
+from arena.embedded.attach import attached, resume_orphan
 from arena.service.boards import Board, boards_made
 from arena.service.reports import Report, report_from_store, write_logs
 from arena.service.waiting import Watcher, wait
@@ -44,13 +45,30 @@ def connect(settings: ArenaSettings) -> Store:
 
 
 @contextmanager
-def open_store(settings: ArenaSettings) -> Iterator[Store]:
-    """The cluster's Redis, or (no ARENA_REDIS_URL) the embedded one, started to read it."""
+def on_embedded(
+    settings: ArenaSettings,
+    workers: int | None = None,
+    run_batches: bool = False,
+    start: bool = True,
+) -> Iterator[ArenaSettings]:
+    """The settings of the data folder's embedded cluster, attached to for the block (started
+    with `workers` processes if none runs, unless not `start`); `run_batches`: its worker pool
+    now, not at the first queued unit."""
+    with attached(
+        settings.data_dir, workers or settings.workers, run_batches=run_batches, start=start
+    ) as host:
+        yield settings.model_copy(update={"redis_url": host.url})
+
+
+@contextmanager
+def open_store(settings: ArenaSettings, start: bool = True) -> Iterator[Store]:
+    """The cluster's Redis, or (no ARENA_REDIS_URL) the embedded one, attached to for the block
+    (started if none runs, unless not `start`)."""
     if settings.redis_url:
         yield connect(settings)
         return
-    with embedded_redis(settings.data_dir) as url:
-        yield connect(settings.model_copy(update={"redis_url": url}))
+    with on_embedded(settings, start=start) as local:
+        yield connect(local)
 
 
 def cluster_settings(command: str) -> ArenaSettings:
@@ -97,12 +115,11 @@ def run_batch(
     if settings.redis_url:
         with around(settings):
             return wait_for(connect(settings), batch, fresh, settings, follow, run_id)
-    with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
-        forget_broker_state(url)  # whatever an interrupted run left queued is resumed below
-        local = settings.model_copy(update={"redis_url": url})
-        with around(local):
-            db = connect(local)
-            return wait_for(db, batch, fresh, local, follow, run_id, resume_running=True)
+    with on_embedded(settings, workers, run_batches=True) as local, around(local):
+        db = connect(local)
+        # Left running by an earlier host of the folder: resumed here; by a live one: waited for.
+        resume = resume_orphan(db, batch.batch_id)
+        return wait_for(db, batch, fresh, local, follow, run_id, resume_running=resume)
 
 
 def submit_and_wait(

@@ -4,10 +4,12 @@ SB3 callback (arena/integrations/sb3.py) and `arena mario watch` share. A checkp
 under a template's levels, protocol and params, so every checkpoint of a run lands on the same
 board (the protocol's) and forms a series there (arena/service/series.py).
 
-Where it runs: the cluster at ARENA_REDIS_URL, or (none set) the embedded default, started once
-and kept while the caller runs (`evaluation_cluster`). A batch's id hashes its spec and the
+Where it runs: the cluster at ARENA_REDIS_URL, or (none set) the data folder's embedded
+cluster, attached to (started if none runs) while the caller runs (`evaluation_cluster`): two
+training processes, a watch and any reader share it. A batch's id hashes its spec and the
 checkpoint's bytes, so submitting the same checkpoint again finds the batch already evaluated
-(or resumes it, on the embedded cluster) instead of running it twice."""
+or being evaluated (or resumes it, when an earlier embedded host left it) instead of running
+it twice."""
 
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from arena.embedded import embedded_cluster, forget_broker_state
+from arena.embedded.attach import resume_orphan
 from arena.service.boards import Board, boards_made
-from arena.service.cluster import Follow, connect
+from arena.service.cluster import Follow, connect, on_embedded
 from arena.service.series import SeriesPoint, checkpoint_name, parse_checkpoint, point_of
 from arena.service.waiting import Unwatched, wait
 from tasks.records import FINISHED
@@ -116,8 +118,8 @@ def template(
 @dataclass
 class Target:
     """Where checkpoints are submitted: a store, its settings, and whether it is the embedded
-    cluster (whose interrupted batches a submission resumes, and which runs only while its
-    owner does)."""
+    cluster (whose batches an earlier host left a submission resumes, and which runs only while
+    a command is attached to it)."""
 
     db: Store
     settings: ArenaSettings
@@ -126,14 +128,12 @@ class Target:
 
 @contextmanager
 def evaluation_cluster(workers: int | None = None) -> Iterator[Target]:
-    """The cluster at ARENA_REDIS_URL, or the embedded default for the length of the block."""
+    """The cluster at ARENA_REDIS_URL, or the embedded default, attached to for the block."""
     settings = load_settings()
     if settings.redis_url:
         yield Target(connect(settings), settings, embedded=False)
         return
-    with embedded_cluster(settings.data_dir, workers or settings.workers) as url:
-        forget_broker_state(url)  # an interrupted run's messages: resumed by resubmission
-        local = settings.model_copy(update={"redis_url": url})
+    with on_embedded(settings, workers, run_batches=True) as local:
         yield Target(connect(local), local, embedded=True)
 
 
@@ -148,7 +148,7 @@ def submit_checkpoint(target: Target, batch: ValidatedBatch) -> Submission:
     return submit(
         target.db,
         batch,
-        resume_running=target.embedded,
+        resume_running=target.embedded and resume_orphan(target.db, batch.batch_id),
         visibility_timeout_s=target.settings.visibility_timeout_s,
     )
 
@@ -295,8 +295,8 @@ def watch(
     """`arena mario watch`: submit each whole checkpoint that appears in `folder`, once, until
     interrupted, telling `evaluated` of each evaluation that ends meanwhile; `once`: what is
     there now (whole: unchanged over `interval_s`), then return, on the embedded cluster (which
-    stops with the watch) after waiting for each evaluation (`follow`: who watches that wait,
-    as for `arena run`). What it did is in `watched` (returned)."""
+    may stop once the watch leaves it) after waiting for each evaluation (`follow`: who watches
+    that wait, as for `arena run`). What it did is in `watched` (returned)."""
     if not folder.is_dir():
         raise InputError(f"{folder}: not a folder")
     found, done = CheckpointFolder(folder), watched if watched is not None else Watched()
@@ -328,7 +328,7 @@ def watch(
                 done.boards = boards_made(target.db, sorted(names))
         except KeyboardInterrupt:
             if target.embedded:
-                say("stopping the embedded cluster (the units running finish first)")
+                say("leaving the embedded cluster (it stops once no command uses it)")
             raise
     return done
 

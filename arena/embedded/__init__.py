@@ -1,4 +1,7 @@
-"""The embedded default: a real Redis server and local Celery workers, started and stopped here."""
+"""The embedded default's parts: a real Redis server and local Celery worker processes, started
+and stopped here. One detached host process per data folder runs them (arena/embedded/host.py)
+while commands are attached to it (arena/embedded/attach.py); `embedded_redis` is a private
+Redis for the length of a block (tests, benches)."""
 
 from __future__ import annotations
 
@@ -254,31 +257,12 @@ class KeptPool:
         stop(self.pool, timeout=timeout)
 
 
-@contextmanager
-def embedded_cluster(data_dir: Path, workers: int) -> Iterator[str]:
-    """Redis plus `workers` local worker processes for the duration of the block, kept running
-    (KeptPool): nothing else would run the batch's units."""
-    with embedded_redis(data_dir) as url:
-
-        def restarted(code: int) -> None:
-            print(
-                f"arena: the worker pool exited (code {code}); starting it again "
-                f"(its log: {data_dir / 'worker.log'})",
-                file=sys.stderr,
-            )
-
-        kept = KeptPool(lambda: start_workers(url, workers, data_dir), restarted)
-        try:
-            yield url
-        finally:
-            kept.close()
-
-
 def forget_broker_state(url: str) -> None:
-    """Drop queued and unacknowledged messages left by an interrupted embedded run.
+    """Drop queued and unacknowledged messages left by an embedded host that is gone.
 
-    Only this process talks to the embedded Redis, so nothing else owns them; the batch is then
-    resumed from its stored unit results instead of waiting for the visibility timeout.
+    Called by the next host before any client attaches: no worker of the old one is left, so
+    nothing owns them; a batch is then resumed from its stored unit results (when a client
+    resubmits it) instead of waiting for the visibility timeout.
     """
     client = redis.Redis.from_url(url)
     forget_messages(client)
