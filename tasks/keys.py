@@ -39,6 +39,11 @@ Sharing a pool (tasks/store_sharing.py, tasks/fair_share.py, tasks/lua/; `{queue
   charged, its chunks given to the broker and not finished; `pool:{queue}:slots` sorted set:
   worker node -> when its registration lapses (Redis's clock); `pool:{queue}:slot_counts`
   hash: worker node -> its processes consuming the queue.
+Teams (tasks/store_teams.py, tasks/teams.py; `{team}`: a team's name, `-` for none):
+  `team:{team}:counts` hash: state (run, submitted, refused) -> units; `team:{team}:flight`
+  hash: batch id -> `settled`, or `pending:{units}:{until}` while its submission runs (the
+  team's batches its quota of units in flight counts); `team:{team}:days` hash: UTC day
+  number -> units submitted that day (expires two days after its last write).
 The embedded default's host (arena/embedded/host.py): `embedded:generation` string: how many
   hosts have started on the folder; `embedded:orphans` set: ids of the batches an earlier
   host left running (the next client to resubmit one resumes it).
@@ -192,3 +197,9 @@ class Keys:
     # -- teams (tasks/store_teams.py, tasks/teams.py) ------------------------------------------
     def team_counts(self, team: str) -> str:
         return f"{self.prefix}team:{team}:counts"
+
+    def team_flight(self, team: str) -> str:
+        return f"{self.prefix}team:{team}:flight"
+
+    def team_days(self, team: str) -> str:
+        return f"{self.prefix}team:{team}:days"

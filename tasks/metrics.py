@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -115,6 +115,41 @@ class ClusterGauges(Collector):
             for name, value in (*values, ("errors", counts.errors)):
                 units.add_metric([*labels, name], value)
         return units
+
+
+TEAM_STATES = ("run", "submitted", "refused")
+
+
+class TeamUnits(Collector):
+    """Each team's units, read from Redis at scrape time (tasks/store_teams.py): run (counted
+    by workers as chunks end), submitted and refused (counted by the API), and waiting (its
+    running batches' units without a result, computed now). `teams`: the team names of the
+    teams file now; "-" (no team: the CLI's operator, an ARENA_API_TOKENS admin) has counts but
+    no waiting."""
+
+    def __init__(self, db: Store, teams: Callable[[], list[str]]) -> None:
+        self.db, self.teams = db, teams
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        units = CounterMetricFamily(
+            "arena_team_units",
+            "Units per team: run (a result stored), submitted (enqueued), refused (a quota).",
+            labels=["team", "state"],
+        )
+        waiting = GaugeMetricFamily(
+            "arena_team_units_waiting",
+            "Units of a team's running batches without a result yet.",
+            labels=["team"],
+        )
+        names = self.teams()
+        for team in ["-", *names]:
+            counts = self.db.team_counts(team)
+            for state in TEAM_STATES:
+                units.add_metric([team, state], counts.get(state, 0))
+        for team in names:
+            waiting.add_metric([team], self.db.team_units_in_flight(team))
+        yield units
+        yield waiting
 
 
 def serve_metrics(port: int, host: str, depths: Callable[[], dict[str, int]]) -> None:

@@ -82,6 +82,9 @@ class ArenaSettings(BaseSettings):
     # `arena api`: bearer tokens (comma-separated) that may submit and cancel. None: the API's
     # write endpoints refuse (503); a secret, so never shown in a repr or a log.
     api_tokens: SecretStr = SecretStr("")
+    # `arena api`: the operator's teams (docs/configuration.md, "Teams"): YAML or JSON of each
+    # team's token digests, role, weight and quotas; read again when it changes (no restart).
+    teams_file: Path | None = None
     # The API reads at most this many bytes of a request body (413 beyond; docs/security.md).
     api_max_body_bytes: int = Field(1 << 20, ge=1024, le=1 << 30)
     # Serve /docs (Swagger UI, its assets from Arena's own package) and /openapi.json.

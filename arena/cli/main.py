@@ -19,6 +19,7 @@ from arena.cli.mario import mario_group
 from arena.cli.queue import queue_command
 from arena.cli.races import race_group
 from arena.cli.schedules import beat_command, schedule_group
+from arena.cli.teams import team_group
 from arena.embedded import DataDirInUse
 from arena.service.cluster import cluster_settings, on_embedded
 from arena.service.inputs import read_json
@@ -173,6 +174,7 @@ cli.add_command(queue_command)
 cli.add_command(race_group)
 cli.add_command(beat_command)
 cli.add_command(schedule_group)
+cli.add_command(team_group)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,8 +17,9 @@ from tasks.refusal import probe_writes
 from tasks.settings import ArenaSettings
 from tasks.spec import NAME_PATTERN, load_spec_file
 from tasks.store import BatchInfo, Store
+from tasks.teams import Caller, NotAllowed, QuotaExceeded, Team
 from tasks.validation import InputError
-from tasks.workloads import validate_batch
+from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import UnitResult, ValidatedBatch
 
 if TYPE_CHECKING:
@@ -42,22 +43,81 @@ def check_run_id(run_id: str | None) -> str | None:
 
 
 def submit_batch(
-    db: Store, settings: ArenaSettings, batch: ValidatedBatch, fresh: bool, run_id: str | None
+    db: Store,
+    settings: ArenaSettings,
+    batch: ValidatedBatch,
+    fresh: bool,
+    run_id: str | None,
+    team: Team | None = None,
 ) -> Submission:
-    """Queue a batch on the cluster (`arena submit`, POST /batches)."""
+    """Queue a batch on the cluster (`arena submit`, POST /batches). With a `team` (the API's
+    caller's), the batch is the team's, shares the pool by the team's weight and is held to
+    its quotas: QuotaExceeded, with nothing stored, when it would pass one."""
     from tasks.submit import submit  # Celery (0.3 s) only when a command submits
 
-    return submit(
-        db, batch, fresh, visibility_timeout_s=settings.visibility_timeout_s, run_id=run_id
-    )
+    timeout_s = settings.visibility_timeout_s
+    if team is None:
+        submission = submit(db, batch, fresh, visibility_timeout_s=timeout_s, run_id=run_id)
+        db.count_team_units(None, "submitted", submission.enqueued)
+        return submission
+    quotas = team.max_units_in_flight is not None or team.max_units_per_day is not None
+    reserved = units_to_run(db, batch, fresh) if quotas else 0
+    refusal = db.reserve_team_units(team, batch.batch_id, reserved)
+    if refusal is not None:
+        db.count_team_units(team.name, "refused", refusal.adding)
+        raise QuotaExceeded(refusal.message(), refusal.retry_after_s)
+    try:
+        submission = submit(
+            db,
+            batch,
+            fresh,
+            visibility_timeout_s=timeout_s,
+            run_id=run_id,
+            team=team.name,
+            team_weight=team.weight,
+        )
+    except BaseException:
+        db.release_team_units(team.name, batch.batch_id, reserved)
+        raise
+    db.settle_team_units(team.name, batch.batch_id, reserved, submission.enqueued)
+    db.count_team_units(team.name, "submitted", submission.enqueued)
+    return submission
 
 
-def cancel_batch(db: Store, batch_ref: str) -> tuple[str, str]:
-    """Cancel a batch: its id and the outcome ("cancelled", or the state it had ended in)."""
+def units_to_run(db: Store, batch: ValidatedBatch, fresh: bool) -> int:
+    """The units a submission would enqueue (tasks/submit.py): none of a batch that runs, every
+    one with `fresh`, else those without a stored result. What a quota counts."""
+    info = db.batch(batch.batch_id)
+    if info is not None and info.status == "running" and not fresh:
+        return 0
+    units = get_workload(batch.spec.workload).expand(batch)
+    if fresh:
+        return len(units)
+    stored = db.stored_unit_ids(batch.batch_id)
+    return sum(unit.id not in stored for unit in units)
+
+
+def cancel_batch(db: Store, batch_ref: str, caller: Caller | None = None) -> tuple[str, str]:
+    """Cancel a batch: its id and the outcome ("cancelled", or the state it had ended in). A
+    `caller` (the API's) may cancel only what its role and team allow (NotAllowed); the CLI's
+    operator any batch."""
     from tasks.submit import cancel  # Celery (0.3 s) only when a command cancels
 
     batch_id = db.resolve(batch_ref)
+    if caller is not None:
+        check_owner(caller, batch_id, db.batch_team(batch_id), "cancel")
     return batch_id, cancel(db, batch_id)
+
+
+def check_owner(caller: Caller, batch_id: str, owner: str | None, doing: str) -> None:
+    """NotAllowed unless the caller may act on a batch of team `owner` (Caller.may_touch)."""
+    if caller.may_touch(owner):
+        return
+    whose = f"team {owner!r}'s" if owner else "the operator's (no team)"
+    raise NotAllowed(
+        f"batch {batch_id} is {whose}; a token of {caller.describe()} may {doing} only its own "
+        "team's batches"
+    )
 
 
 def find_batch(db: Store, batch_ref: str) -> BatchInfo:

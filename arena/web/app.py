@@ -4,6 +4,7 @@ docs/openapi.json` publishes its schema."""
 
 import json
 import re
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from arena.web.state import Api
 from tasks.app import configure, store
 from tasks.refusal import refused_writes
 from tasks.settings import ArenaSettings, load_settings
+from tasks.teams import TeamDirectory, open_teams
 from tasks.validation import InputError
 
 REPLAYS = Counter(
@@ -83,13 +85,15 @@ def create_app(settings: ArenaSettings) -> FastAPI:
     """The API on settings.redis_url (required)."""
     configure(settings)
     db = store(settings, retry_s=0)
-    tokens = Tokens(settings.api_token_list())
+    teams = open_teams(settings.teams_file)
+    tokens = Tokens(settings.api_token_list(), teams)
     replays = Replays(count=lambda outcome: REPLAYS.labels(outcome).inc())
     # /docs only when the operator asks (ARENA_API_DOCS), from Arena's own files; no /redoc.
     app = ArenaApp(
         title="Arena", version="1", description="docs/api.md", docs_url=None, redoc_url=None
     )
-    app.state.api = Api(settings, db, tokens, routes.metrics_registry(db), replays)
+    metrics = routes.metrics_registry(db, team_names(teams))
+    app.state.api = Api(settings, db, tokens, metrics, replays)
     app.front_door = (tokens, settings.api_max_body_bytes, page.PAGE_CSP)
     app.add_exception_handler(redis.ConnectionError, lost_redis)
     app.add_exception_handler(redis.TimeoutError, lost_redis)
@@ -104,6 +108,20 @@ def create_app(settings: ArenaSettings) -> FastAPI:
         docs_route(app)
     publish_spec_schema(app)
     return app
+
+
+def team_names(teams: TeamDirectory | None) -> Callable[[], list[str]]:
+    """The teams /metrics shows: the teams file's now (none while it is bad)."""
+
+    def names() -> list[str]:
+        if teams is None:
+            return []
+        try:
+            return [team.name for team in teams.current().teams]
+        except InputError:
+            return []
+
+    return names
 
 
 def swagger_assets() -> Path:

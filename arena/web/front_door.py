@@ -1,8 +1,9 @@
 """The API's front door (docs/api.md; docs/security.md, "The API"): one pure ASGI middleware
 around the whole app, so a request spends nothing before Arena knows who asks.
 
-- A write (POST, PUT, PATCH, DELETE) needs a valid bearer token before a byte of its body is
-  read: FastAPI reads a body before it runs a route's dependencies, so a token check there came
+- A write (POST, PUT, PATCH, DELETE) needs a valid bearer token of a role that may write
+  (tasks/teams.py: `submit` or `admin`; `read` is a 403) before a byte of its body is read:
+  FastAPI reads a body before it runs a route's dependencies, so a token check there came
   after the parse (one unauthenticated 300 MB POST took the API from 78 MB to 893 MB).
 - An authorised body is read here, at most ARENA_API_MAX_BODY_BYTES of it (413 beyond, as soon
   as a Content-Length or the bytes read say so), and handed on.
@@ -18,7 +19,6 @@ of a bare app's requests per second.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable, Sequence
 
 from fastapi import HTTPException
@@ -28,8 +28,13 @@ from fastapi.security.utils import get_authorization_scheme_param
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tasks.redact import redact_bytes
+from tasks.teams import Caller, TeamDirectory, identify
+from tasks.validation import InputError
 
 TOKENS_SETTING = "ARENA_API_TOKENS"
+# Where the front door leaves the caller of a write for its route (scope["state"], which
+# Starlette's Request.state reads).
+CALLER = "arena_caller"
 BODY_SETTING = "ARENA_API_MAX_BODY_BYTES"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Always sent. The API serves no page meant to be framed, and no link of the page needs to
@@ -49,27 +54,46 @@ ALREADY_REDACTED = "arena.redacted"
 
 
 class Tokens:
-    """The bearer tokens of ARENA_API_TOKENS, compared in constant time, every one of them
-    whatever matches."""
+    """The bearer tokens: each of ARENA_API_TOKENS an `admin` of no team, and the teams file's
+    (ARENA_TEAMS_FILE, tasks/teams.py: digests only, read again when it changes). Compared in
+    constant time, every one of them whatever matches (tasks.teams.identify)."""
 
-    def __init__(self, tokens: Sequence[str]) -> None:
+    def __init__(self, tokens: Sequence[str], teams: TeamDirectory | None = None) -> None:
         self._tokens = [t.encode() for t in tokens]
+        self.teams = teams
 
-    def refusal(self, authorization: str | None) -> HTTPException | None:
-        """503 when no token is configured (the API is never open for writes by default), 401
-        for a missing or wrong one, None for a valid one."""
-        if not self._tokens:
+    def caller(self, authorization: str | None) -> Caller | HTTPException:
+        """Who the token belongs to; else why it is refused: 503 when no token is configured
+        (the API is never open for writes by default) or the teams file went bad, 401 for a
+        missing, wrong or revoked one."""
+        if not self._tokens and self.teams is None:
             return HTTPException(503, f"{TOKENS_SETTING} is not set: the API takes no writes")
         scheme, credentials = get_authorization_scheme_param(authorization)
-        given = credentials.encode() if scheme.lower() == "bearer" else b""
-        matched = False
-        for token in self._tokens:
-            matched |= hmac.compare_digest(given, token)
-        if matched:
-            return None
+        given = credentials if scheme.lower() == "bearer" else ""
+        teams, problem = None, None
+        try:
+            teams = self.teams.current() if self.teams is not None else None
+        except InputError as exc:
+            problem = exc
+        found = identify(given, self._tokens, teams) if given else None
+        if found is not None:
+            return found
+        if problem is not None:
+            return HTTPException(503, f"{problem}: no team token is taken until it is fixed")
         return HTTPException(
             401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
         )
+
+    def writer(self, authorization: str | None) -> Caller | HTTPException:
+        """The caller of a write: a valid token whose role may write (`read`'s may not: 403)."""
+        found = self.caller(authorization)
+        if isinstance(found, Caller) and found.role == "read":
+            return HTTPException(
+                403,
+                f"{found.describe()}: a read token may not submit, cancel or merge "
+                "(that takes role submit or admin)",
+            )
+        return found
 
 
 class Redacted(Response):
@@ -126,11 +150,13 @@ class FrontDoor:
         await self.app(scope, receive, answer.send)
 
     async def admit(self, scope: Scope, receive: Receive) -> bytes | HTTPException | None:
-        """A write's body, once its token is valid, read up to the cap; else why it is refused
-        (None: the client left while sending it)."""
-        refused = self.tokens.refusal(header(scope, b"authorization"))
-        if refused is not None:
-            return refused
+        """A write's body, once its token is valid and its role may write, read up to the cap;
+        else why it is refused (None: the client left while sending it). The caller goes to
+        the route in the scope's state (CALLER)."""
+        caller = self.tokens.writer(header(scope, b"authorization"))
+        if isinstance(caller, HTTPException):
+            return caller
+        scope.setdefault("state", {})[CALLER] = caller
         try:
             return await read_body(receive, content_length(scope), self.max_body_bytes)
         except ClientGone:

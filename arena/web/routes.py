@@ -1,10 +1,11 @@
 """The HTTP API's routes (docs/api.md): the CLI's batch, leaderboard and race commands over
 HTTP, each a top-level function over the service layer. Reads are open; submitting,
-cancelling and merging need a bearer token (state.TOKEN)."""
+cancelling and merging need a bearer token (state.TOKEN) whose role and team allow it
+(tasks/teams.py: 403 otherwise; a quota exceeded is a 429)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -29,14 +30,15 @@ from arena.web.models import (
     error_responses,
     leaderboard_json,
 )
-from arena.web.state import TOKEN, Api, ApiState, not_found
+from arena.web.state import Api, ApiState, Writer, not_found
 from tasks.app import QUEUES
-from tasks.metrics import ClusterGauges, QueueDepth
+from tasks.metrics import ClusterGauges, QueueDepth, TeamUnits
 from tasks.records import FINISHED, BatchInfo
 from tasks.redact import redact_bytes
 from tasks.spec import MAX_SPEC_BYTES
 from tasks.store import Store
 from tasks.submit import Submission
+from tasks.teams import NotAllowed, QuotaExceeded
 from tasks.validation import InputError, RunFailed
 from tasks.workloads import validate_batch
 
@@ -60,12 +62,14 @@ async def spec_size(request: Request) -> None:
         raise HTTPException(413, f"spec: over {MAX_SPEC_BYTES} bytes")
 
 
-def metrics_registry(db: Store) -> CollectorRegistry:
+def metrics_registry(db: Store, teams: Callable[[], list[str]] = list) -> CollectorRegistry:
     """What /metrics reads from Redis: queue depths, batches by status (counted at most every
-    so often) and the unit counts of the latest batches, in bounded round trips."""
+    so often), the unit counts of the latest batches, in bounded round trips, and each team's
+    (`teams`: their names now) units run, submitted, refused and waiting."""
     registry = CollectorRegistry()
     registry.register(QueueDepth(lambda: db.queue_lengths(QUEUES)))
     registry.register(ClusterGauges(db))
+    registry.register(TeamUnits(db, teams))
     return registry
 
 
@@ -121,12 +125,15 @@ def batch(api: ApiState, batch_id: str) -> BatchDetail:
     "/batches/{batch_id}",
     response_model=Cancelled,
     tags=["batches"],
-    dependencies=[TOKEN],
-    responses=error_responses(401, 404, 409, 503),
+    responses=error_responses(401, 403, 404, 409, 503),
 )
-def cancel_batch(api: ApiState, batch_id: str) -> Cancelled:
-    """Cancel a running batch (`arena cancel`); 409 if it had already ended."""
-    resolved, outcome = batches.cancel_batch(api.db, api.batch_id(batch_id))
+def cancel_batch(api: ApiState, batch_id: str, caller: Writer) -> Cancelled:
+    """Cancel a running batch (`arena cancel`); 409 if it had already ended. 403: a `submit`
+    token may cancel only its own team's batches (an admin's, any)."""
+    try:
+        resolved, outcome = batches.cancel_batch(api.db, api.batch_id(batch_id), caller)
+    except NotAllowed as exc:
+        raise HTTPException(403, str(exc)) from None
     if outcome != "cancelled":
         raise HTTPException(409, f"batch {resolved} already ended ({outcome})")
     return Cancelled(batch_id=resolved, status="cancelled")
@@ -152,17 +159,21 @@ def unit_log(api: ApiState, batch_id: str, unit: str) -> str:
     status_code=202,
     response_model=Submission,
     tags=["batches"],
-    dependencies=[TOKEN, Depends(spec_size)],
-    responses=error_responses(400, 401, 409, 413, 422, 503),
+    dependencies=[Depends(spec_size)],
+    responses=error_responses(400, 401, 403, 409, 413, 422, 429, 503),
 )
 def submit_batch(
     api: ApiState,
+    caller: Writer,
     spec: Annotated[Any, Body(description="A batch spec (docs/specs), as JSON.")],
     fresh: bool = False,
     run_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Submission:
-    """Queue a batch (`arena submit`). 422: the spec is invalid (the detail names the
-    field) and nothing was stored; 409: it conflicts with what the cluster holds."""
+    """Queue a batch (`arena submit`), as the token's team's (its weight applies). 422: the
+    spec is invalid (the detail names the field) and nothing was stored; 409: it conflicts
+    with what the cluster holds; 403: a `read` token; 429: over one of the team's quotas (the
+    detail names it and its numbers; Retry-After when the next UTC day helps), nothing
+    stored."""
     try:
         batches.check_run_id(run_id)
         batch = validate_batch(spec)
@@ -170,7 +181,12 @@ def submit_batch(
         raise HTTPException(422, str(exc).replace("--run-id", "run_id")) from None
     try:
         with api.submitting(batch.batch_id):
-            return batches.submit_batch(api.db, api.settings, batch, fresh, run_id)
+            return batches.submit_batch(
+                api.db, api.settings, batch, fresh, run_id, team=caller.team
+            )
+    except QuotaExceeded as exc:
+        later = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
+        raise HTTPException(429, str(exc), headers=later) from None
     except InputError as exc:
         raise HTTPException(409, str(exc).replace("--fresh", "fresh")) from None
 
@@ -297,12 +313,16 @@ def race_results(api: ApiState, batch_id: str) -> RaceResults:
     "/races/{batch_id}/merge",
     response_model=Merged,
     tags=["races"],
-    dependencies=[TOKEN],
-    responses=error_responses(401, 404, 409, 503),
+    responses=error_responses(401, 403, 404, 409, 503),
 )
-def merge(api: ApiState, batch_id: str, force: bool = False) -> Merged:
-    """Merge the winner into the base branch (`arena race merge`); 409 when it may not."""
+def merge(api: ApiState, batch_id: str, caller: Writer, force: bool = False) -> Merged:
+    """Merge the winner into the base branch (`arena race merge`); 409 when it may not, 403
+    for a `submit` token of another team than the race's."""
     resolved, info = finished_race(api, batch_id)
+    try:
+        batches.check_owner(caller, resolved, info.team, "merge")
+    except NotAllowed as exc:
+        raise HTTPException(403, str(exc)) from None
     try:
         return Merged(batch_id=resolved, message=races.merge_winner(resolved, info, force))
     except RunFailed as exc:

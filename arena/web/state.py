@@ -22,9 +22,10 @@ from starlette.concurrency import run_in_threadpool
 
 from arena.service import boards
 from arena.service.replays import Replays
-from arena.web.front_door import TOKENS_SETTING, Tokens
+from arena.web.front_door import CALLER, TOKENS_SETTING, Tokens
 from tasks.settings import ArenaSettings
 from tasks.store import Store
+from tasks.teams import TEAMS_SETTING, Caller
 from tasks.validation import InputError
 
 # The boards' answers one API process keeps: a 1,000-row board is ~0.8 MiB of JSON.
@@ -143,23 +144,33 @@ async def api_of(request: Request) -> Api:
 
 
 ApiState = Annotated[Api, Depends(api_of)]
-bearer = HTTPBearer(auto_error=False, description=f"A token from {TOKENS_SETTING}.")
+bearer = HTTPBearer(
+    auto_error=False,
+    description=f"A token of {TOKENS_SETTING} (an admin) or of a team ({TEAMS_SETTING}).",
+)
 
 
 def require_token(
+    request: Request,
     api: ApiState,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> None:
-    """The dependency of write endpoints. The front door (front_door.py) has already refused a
-    request without a valid token before reading its body; this says so in the OpenAPI schema
-    and keeps a route safe if it is ever served without the front door."""
+) -> Caller:
+    """The dependency of write endpoints: who asks. The front door (front_door.py) has already
+    refused a request without a valid token of a role that may write, before reading its
+    body, and left its caller in the scope; this says so in the OpenAPI schema and keeps a
+    route safe if it is ever served without the front door."""
+    caller = getattr(request.state, CALLER, None)
+    if isinstance(caller, Caller):
+        return caller
     given = f"Bearer {credentials.credentials}" if credentials else None
-    refused = api.tokens.refusal(given)
-    if refused is not None:
-        raise refused
+    found = api.tokens.writer(given)
+    if isinstance(found, HTTPException):
+        raise found
+    return found
 
 
 TOKEN = Depends(require_token)
+Writer = Annotated[Caller, TOKEN]
 
 
 def not_found(exc: InputError) -> HTTPException:
