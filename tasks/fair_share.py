@@ -68,7 +68,7 @@ def entry_from(batch_id: str, stored: dict[str, Any], counts: tuple[int, int, in
     team_pass = float(stored.get("tp", 0.0))
     return PoolEntry(
         batch_id=batch_id,
-        priority=stored["p"] if stored.get("p") in PRIORITIES else "scheduled",
+        priority=as_priority(stored.get("p")),
         team=stored.get("t") or None,
         team_weight=float(stored["tw"]),
         weight=float(stored["w"]),
@@ -79,6 +79,11 @@ def entry_from(batch_id: str, stored: dict[str, Any], counts: tuple[int, int, in
         team_pass=team_pass,
         batch_pass=float(stored["pass"]),
     )
+
+
+def as_priority(value: object) -> Priority:
+    """A stored class read back (anything else: the default, scheduled)."""
+    return next((p for p in PRIORITIES if p == value), "scheduled")
 
 
 def class_rank(priority: str) -> int:

@@ -156,8 +156,9 @@ def orphans(db: Store, lost_after_s: float, batch_id: str | None = None) -> list
 
 
 def lost_units(db: Store, batch_id: str, lost_after_s: float) -> list[str]:
-    """Units of the batch with no result that no message anywhere carries: not queued, not
-    delivered (unacknowledged), not running. Kombu's Redis transport loses a message whose
+    """Units of the batch with no result that no message anywhere carries: not waiting in its
+    pool (tasks/fair_share.py), not just released, not queued, not delivered
+    (unacknowledged), not running. Kombu's Redis transport loses a message whose
     worker is killed between taking it from the queue and recording it as delivered."""
     plan = db.plan(batch_id)
     stored = db.result_unit_ids(batch_id)
@@ -165,12 +166,38 @@ def lost_units(db: Store, batch_id: str, lost_after_s: float) -> list[str]:
     pending = {c: ids for c, ids in pending.items() if ids}
     if not pending:
         return []
-    carried = broker.chunks_in_messages(db.r, batch_id)
-    now = time.time()
-    for chunk_id, beat in db.chunk_beats(batch_id).items():
-        if now - beat < lost_after_s:
-            carried.add(chunk_id)
+    # Read before the messages: a chunk released in between is in one or the other.
+    carried = db.waiting_chunk_ids(batch_id)
+    released = db.redis_time() - lost_after_s
+    carried |= {o.chunk_id for o in db.out_chunks(batch_id) if o.released_at > released}
+    carried |= broker.chunks_in_messages(db.r, batch_id) | _beating(db, batch_id, lost_after_s)
     return sorted(u for c, ids in pending.items() if c not in carried for u in ids)
+
+
+def _beating(db: Store, batch_id: str, lost_after_s: float) -> set[str]:
+    """The batch's chunks whose worker beat within `lost_after_s`."""
+    now = time.time()
+    return {c for c, beat in db.chunk_beats(batch_id).items() if now - beat < lost_after_s}
+
+
+def lost_out(db: Store, batch_id: str, lost_after_s: float) -> dict[str, list[str]]:
+    """Pool -> the batch's chunks given to the broker over `lost_after_s` ago (Redis's clock)
+    that no message carries and no worker runs: their place in the pool's window is lost
+    (a publisher that died, a message lost in delivery, a chunk whose end was never told)."""
+    cutoff = db.redis_time() - lost_after_s
+    old = [o for o in db.out_chunks(batch_id) if o.released_at <= cutoff]
+    if not old:
+        return {}
+    running = _beating(db, batch_id, lost_after_s)
+    old = [o for o in old if o.chunk_id not in running]
+    if not old:
+        return {}
+    carried = broker.chunks_in_messages(db.r, batch_id)
+    lost: dict[str, list[str]] = {}
+    for chunk in old:
+        if chunk.chunk_id not in carried:
+            lost.setdefault(chunk.queue, []).append(chunk.chunk_id)
+    return lost
 
 
 def waiting_on_lost_workers(db: Store, batch_id: str, lost_after_s: float) -> str | None:

@@ -118,6 +118,7 @@ class Schedules:
     def fire(self, entry: ScheduleEntry, slot: datetime, **options: Any) -> Submission:
         """Submit (or resume) the batch of this scheduled time."""
         batch = validate_batch(spec_for_slot(entry, slot), asker="schedule")
+        options.setdefault("default_priority", "scheduled")  # a nightly, not a person waiting
         return submit(self.store, batch, run_id=run_id(entry, slot), **options)
 
     def fire_due(self, now: datetime, **options: Any) -> list[tuple[str, Submission]]:

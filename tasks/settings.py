@@ -102,6 +102,12 @@ class ArenaSettings(BaseSettings):
     repo_remotes: str = ""
     # Most units one batch may expand to (checked before expansion).
     max_units: int = Field(100_000, ge=1, le=100_000_000)
+    # Sharing a pool (docs/architecture.md, "Sharing"): chunk messages given to the broker beyond
+    # the pool's live worker processes (the next chunk waits there for the next free process).
+    queue_headroom: int = Field(1, ge=0, le=10_000)
+    # Most units an `interactive` batch may have: a spec that asks for more is refused; a front
+    # door's interactive default runs such a batch as `scheduled`.
+    interactive_max_units: int = Field(1000, ge=1, le=100_000_000)
     # Which API key an `llm` agent may have sent where: "NAME=host|host,NAME=host". A spec names
     # the variable (api_key_env), never the key; without this a spec could send the operator's
     # key to a server of its own (docs/alympics.md, "Keys").

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from tasks.fair_share import Share
 from tasks.identity import BatchIdentity
 from tasks.provenance import Provenance
 from tasks.records import FINISHED, BatchInfo, BatchStatus
@@ -43,9 +44,12 @@ class BatchRecords(StoreBase):
         total: int,
         identity: BatchIdentity,
         provenance: Provenance,
+        share: Share | None = None,
     ) -> None:
+        """`share`: its class, team and weights (tasks/fair_share.py; None: the defaults)."""
         now = time.time()
         batch_id, key = identity.batch_id, self.keys.batch(identity.batch_id)
+        share = share or Share("scheduled", None, 1.0, 1.0)
         with self.r.pipeline(transaction=True) as pipe:
             pipe.hset(
                 key,
@@ -60,9 +64,14 @@ class BatchRecords(StoreBase):
                     "created_at": now,
                     "identity": identity.model_dump_json(),
                     "provenance": provenance.model_dump_json(),
+                    "priority": share.priority,
+                    "weight": share.weight,
+                    "team_weight": share.team_weight,
                 },
             )
-            pipe.hdel(key, *RUN_FIELDS)
+            pipe.hdel(key, *RUN_FIELDS, "team")
+            if share.team is not None:
+                pipe.hset(key, "team", share.team)
             if provenance.run_id:
                 pipe.hset(key, "run_id", provenance.run_id)
             pipe.delete(self.keys.attempts(batch_id), self.keys.reducer(batch_id))

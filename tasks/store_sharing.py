@@ -12,7 +12,14 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 from tasks.broker import QUEUES
-from tasks.fair_share import DEFAULT_UNIT_S, PoolEntry, Share, class_rank, entry_from
+from tasks.fair_share import (
+    DEFAULT_UNIT_S,
+    PoolEntry,
+    Share,
+    as_priority,
+    class_rank,
+    entry_from,
+)
 from tasks.store_base import StoreBase
 
 Chunk = tuple[str, list[dict[str, Any]]]  # (chunk id, its units as dicts)
@@ -172,6 +179,16 @@ class Sharing(StoreBase):
             for queue, out in zip(QUEUES, found, strict=True)
             for chunk_id, value in out.items()
         ]
+
+    def share_of(self, batch_id: str) -> Share | None:
+        """The share the batch was submitted with (its hash; None: no such batch)."""
+        fields = ("status", "priority", "team", "team_weight", "weight")
+        status, priority, team, team_weight, weight = self.r.hmget(
+            self.keys.batch(batch_id), fields
+        )
+        if status is None:
+            return None
+        return Share(as_priority(priority), team, float(team_weight or 1.0), float(weight or 1.0))
 
     def redis_time(self) -> float:
         """Redis's clock (unix s): what liveness is judged on."""

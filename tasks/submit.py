@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 import redis
 from celery import Signature
@@ -11,9 +11,12 @@ from kombu.exceptions import BatchPublishError
 from pydantic import BaseModel
 
 from tasks.app import app
+from tasks.fair_share import Share, priority_of
 from tasks.provenance import provenance_of
+from tasks.settings import current_settings
+from tasks.spec import Priority
 from tasks.store import Store
-from tasks.units import chunk_signature, chunk_time_limits, chunked, reduce_batch
+from tasks.units import chunk_time_limits, chunked, reduce_batch, released_signatures
 from tasks.validation import InputError
 from tasks.workloads import get_workload
 from tasks.workloads.base import Unit, ValidatedBatch
@@ -57,10 +60,15 @@ def submit(
     visibility_timeout_s: float | None = None,
     run_id: str | None = None,
     replay_cache: bool = False,
+    *,
+    team: str | None = None,
+    team_weight: float = 1.0,
+    default_priority: Priority = "scheduled",
 ) -> Submission:
     """Enqueue the units of `batch` that have no stored result (all of them with `fresh`).
     `replay_cache`: every unit again (it implies `fresh`), its llm agents answered from the
-    replay cache, never their endpoints.
+    replay cache, never their endpoints. The batch shares its pool (tasks/fair_share.py) as
+    `team` (None: the operator) with `team_weight`, in the spec's class or `default_priority`.
 
     A batch still running is left alone unless `resume_running` (the embedded cluster, whose
     previous run was interrupted, knows nothing else is working on it).
@@ -72,6 +80,7 @@ def submit(
         units, fresh = for_replay(units), True
     batch_id = batch.batch_id
     _check_chunk_limits(units, workload.chunk_size_for(units), visibility_timeout_s)
+    share = _share(batch, len(units), team, team_weight, default_priority)
     info = store.batch(batch_id)
     running = info is not None and info.status == "running" and not resume_running
     if fresh and running:
@@ -84,6 +93,7 @@ def submit(
         store.label_run(run_id, batch_id)
     if resume_running and info is not None and info.status == "running":
         store.forget_chunks(batch_id)  # the interrupted run's workers are gone
+        store.leave_pools(batch_id)  # and its chunks are all given out again below
     said = partial(Submission, batch_id=batch_id, leaderboard=", ".join(boards), total=len(units))
     if fresh:
         store.forget_results(batch_id)
@@ -102,12 +112,13 @@ def submit(
         len(units),
         batch.identity,
         provenance_of(batch, run_id),
+        share,
     )
     if not missing:
         reduce_batch.delay(batch_id)
         return said(reused=reused, enqueued=0, state="reducing")
     store.reset_attempts(batch_id, [u.id for u in missing])
-    _fan_out(store, batch_id, missing, workload.chunk_size_for(units))
+    _fan_out(store, batch_id, missing, workload.chunk_size_for(units), share)
     return said(reused=reused, enqueued=len(missing), state="enqueued")
 
 
@@ -124,20 +135,36 @@ def _check_chunk_limits(
         )
 
 
-def _fan_out(store: Store, batch_id: str, units: list[Unit], chunk_size: int) -> None:
-    """One message per chunk, published over one connection. No chord: the chunk that stores
-    a batch's last result starts the reducer, a chunk that fails outright starts it through
-    its error callback, and the watchdog starts it if both are lost. A chord also stored a
-    Celery result and counted every chunk in Redis: a third of a one-unit task's cost
+def _share(
+    batch: ValidatedBatch, units: int, team: str | None, team_weight: float, default: Priority
+) -> Share:
+    """How the batch shares its pool; an interactive batch too big for its class is refused
+    here, before anything is stored (tasks/fair_share.py)."""
+    limit = current_settings().interactive_max_units
+    priority = priority_of(batch.spec.priority, default, units, limit)
+    return Share(priority, team, team_weight, batch.spec.weight or 1.0)
+
+
+def _fan_out(store: Store, batch_id: str, units: list[Unit], chunk_size: int, share: Share) -> None:
+    """The batch's chunks wait in its pools' waiting lists; the pools' free slots get theirs
+    at once, each chunk that ends releases the next (tasks/fair_share.py). No chord: the chunk
+    that stores a batch's last result starts the reducer, a chunk that fails outright starts
+    it through its error callback, and the watchdog starts it if both are lost. A chord also
+    stored a Celery result and counted every chunk in Redis: a third of a one-unit task's cost
     (docs/performance.md). The plan (chunk id -> unit ids) lets the watchdog find units whose
     message was lost."""
-    messages, plan = [], {}
+    by_queue: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
+    plan = {}
     for index, chunk in enumerate(chunked(units, chunk_size)):
         chunk_id = f"chunk-{index}-{chunk[0].id}"
         plan[chunk_id] = [u.id for u in chunk]
-        messages.append(chunk_signature(batch_id, chunk_id, chunk))
+        dumped = [u.model_dump(mode="json") for u in chunk]
+        by_queue.setdefault(chunk[0].queue, []).append((chunk_id, dumped))
     store.record_plan(batch_id, plan, replace=True)
-    _publish(messages)
+    store.leave_pools(batch_id)  # what an earlier run of the batch left waiting
+    headroom = current_settings().queue_headroom
+    for queue, chunks in by_queue.items():
+        _publish(released_signatures(store.join_pool(queue, batch_id, share, chunks, headroom)))
 
 
 PUBLISH_BATCH = 100  # messages per Redis round trip; workers start on the first hundred
@@ -166,5 +193,6 @@ def cancel(store: Store, batch_id: str) -> str:
         raise InputError(f"batch: no batch {batch_id!r}")
     if status == "running":
         store.set_status(batch_id, "cancelled", "cancelled by user")
+        store.leave_pools(batch_id)  # its waiting chunks are never given out
         return "cancelled"
     return status

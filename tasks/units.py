@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections import defaultdict
+from contextlib import suppress
 from functools import partial
 from typing import Any
 
 from celery import Signature, Task
-from celery.signals import worker_init, worker_process_init, worker_process_shutdown, worker_ready
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 from celery.utils.log import get_task_logger
 
-from tasks import broker, liveness, metrics, watchdog
+from tasks import broker, liveness, metrics, reaper, watchdog
 from tasks.app import app, store
 from tasks.execute import (
     UnitRun,
@@ -26,10 +31,10 @@ from tasks.execute_chunk import Record, run_in_groups
 from tasks.provenance import finished_provenance
 from tasks.settings import ArenaSettings, current_settings
 from tasks.store import BatchInfo, Store
+from tasks.store_sharing import Chunk
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import Unit, UnitResult
 from tasks.workloads.llm_agents import ClusterRedis, cluster_redis
-from workers.sandbox.containers import EngineUnavailable, docker_client, reap_orphans
 
 log = get_task_logger(__name__)
 # The reducer waits for missing unit results while they keep arriving; once none has arrived for
@@ -41,45 +46,6 @@ def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
     """Celery's soft and hard limits for a chunk: backstops behind the per-unit deadline."""
     soft = sum(u.time_limit_s for u in units) + 30
     return soft, soft + 30
-
-
-REAP_EVERY_S = 60.0  # how often a live worker looks for containers nobody will remove
-
-
-@worker_init.connect
-def _reap_orphan_containers(**_: Any) -> None:
-    """Sandbox and agent containers that a killed worker left behind go before this one takes
-    units, and every minute while it runs (docs/sandbox.md). No engine: nothing to do."""
-    wanted = current_settings().sandbox == "docker" or os.environ.get("DOCKER_HOST")
-    if not wanted and not os.path.exists("/var/run/docker.sock"):
-        return
-    if reap_containers():
-        _engine_answered.set()  # worker_ready starts the periodic passes (after the fork)
-
-
-_engine_answered = threading.Event()
-
-
-def keep_reaping() -> None:
-    while True:
-        time.sleep(REAP_EVERY_S)
-        reap_containers()
-
-
-def reap_containers() -> bool:
-    """One pass of the reaper; False when no engine answers (no later passes then)."""
-    try:
-        client = docker_client(timeout_s=10)
-        reaped = reap_orphans(client)
-        client.close()
-    except EngineUnavailable:
-        return False
-    except Exception as exc:  # the engine answered oddly: the worker goes on all the same
-        log.warning("could not look for orphaned sandbox containers: %s", exc)
-        return True
-    if reaped:
-        log.warning("removed %d container(s) a dead worker left: %s", len(reaped), reaped)
-    return True
 
 
 @worker_process_init.connect
@@ -113,10 +79,13 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
     run = partial(_run_or_refuse, refusal=refusal, max_attempts=settings.max_deliveries)
     # An llm agent's limits, cache and spend are the cluster's (tasks/workloads/llm_agents.py).
     shared = cluster_redis.set(ClusterRedis(db.r, db.p, partial(_cancel_running, db)))
+    started = time.monotonic()
     try:
         ended = run_in_groups(db, batch_id, chunk_id, parsed, settings.heartbeat_s, run, _count)
     finally:
         cluster_redis.reset(shared)
+    took, ran = time.monotonic() - started, 0 if ended.skipped else ended.todo
+    end_chunk(db, settings, batch_id, chunk_id, parsed[0].queue, took, ran)
     if ended.skipped:
         return 0
     if ended.all_stored or (not ended.todo and db.all_stored(batch_id)):
@@ -251,11 +220,53 @@ def _incomplete(db: Store, info: BatchInfo, infra: list[UnitResult]) -> str:
 
 
 @app.task(name="arena.chunk_failed", ignore_result=True)
-def chunk_failed(task_id: str | None = None, *, batch_id: str) -> None:
+def chunk_failed(
+    task_id: str | None = None,
+    *,
+    batch_id: str,
+    chunk_id: str | None = None,
+    queue: str | None = None,
+) -> None:
     """A chunk task failed outright (e.g. Celery's hard time limit): reduce what gets stored
-    (the reducer waits for the other chunks' results, then records the missing as lost)."""
+    (the reducer waits for the other chunks' results, then records the missing as lost). Its
+    place in the pool goes to the next chunk (its seconds unknown: no pass is set right)."""
     log.warning("batch %s: chunk task %s failed; reducing with error results", batch_id, task_id)
+    if chunk_id is not None and queue is not None:
+        settings = current_settings()
+        end_chunk(store(settings), settings, batch_id, chunk_id, queue, -1.0, 0)
     reduce_batch.delay(batch_id)
+
+
+def end_chunk(
+    db: Store,
+    settings: ArenaSettings,
+    batch_id: str,
+    chunk_id: str,
+    queue: str,
+    took_s: float,
+    ran: int,
+) -> None:
+    """The chunk leaves its pool's window and releases the next chunks (tasks/fair_share.py);
+    the units it ran count for its batch's team."""
+    team, released = db.end_chunk(queue, batch_id, chunk_id, took_s, ran, settings.queue_headroom)
+    db.count_team_units(team, "run", ran)
+    publish_released(released)
+
+
+def released_signatures(released: list[Chunk]) -> list[Signature]:
+    """The messages of chunks a pool released (each unit dict names its batch)."""
+    signatures = []
+    for chunk_id, dumped in released:
+        units = [Unit.model_validate(u) for u in dumped]
+        signatures.append(chunk_signature(units[0].batch_id, chunk_id, units))
+    return signatures
+
+
+def publish_released(released: list[Chunk]) -> None:
+    if released:
+        with app.producer_or_acquire() as producer:
+            for message in released_signatures(released):
+                message.apply_async(producer=producer)
 
 
 def chunk_signature(batch_id: str, chunk_id: str, units: list[Unit]) -> Signature:
@@ -268,7 +279,7 @@ def chunk_signature(batch_id: str, chunk_id: str, units: list[Unit]) -> Signatur
         queue=units[0].queue,
         soft_time_limit=soft,
         time_limit=hard,
-        link_error=chunk_failed.s(batch_id=batch_id),
+        link_error=chunk_failed.s(batch_id=batch_id, chunk_id=chunk_id, queue=units[0].queue),
         argsrepr=f"({batch_id!r}, {chunk_id!r}, <{len(units)} units>)",
         kwargsrepr="{}",
     )
@@ -298,14 +309,19 @@ def requeue_units(batch_id: str, unit_ids: list[str]) -> None:
         "batch %s: %d units found in no queue and on no worker: requeued", batch_id, len(units)
     )
     stamp = int(time.time())
-    plan = {}
+    plan, by_queue = {}, defaultdict(list)
     for index, chunk in enumerate(chunked(units, workload.chunk_size_for(units))):
         chunk_id = f"requeued-{stamp}-{index}-{chunk[0].id}"
         plan[chunk_id] = [u.id for u in chunk]
-        # Nothing waits on its result: no subscription to it (this runs in a worker's main
-        # process, whose result subscriptions do not survive a Redis restart).
-        chunk_signature(batch_id, chunk_id, chunk).apply_async()
+        by_queue[chunk[0].queue].append((chunk_id, [u.model_dump(mode="json") for u in chunk]))
     db.record_plan(batch_id, plan)
+    # At the front of the batch's waiting list: the next chunks its pool releases. Nothing
+    # waits on their results: no subscription (this runs in a worker's main process, whose
+    # result subscriptions do not survive a Redis restart).
+    share, headroom = db.share_of(batch_id), current_settings().queue_headroom
+    for queue, chunks in by_queue.items():
+        if share is not None:
+            publish_released(db.join_pool(queue, batch_id, share, chunks, headroom, front=True))
 
 
 def start_reducer(batch_id: str) -> None:
@@ -321,12 +337,39 @@ def restore_delivery(tag: str) -> None:
 
 
 @worker_ready.connect
-def _start_watchdog(**_: Any) -> None:
-    if _engine_answered.is_set():
-        threading.Thread(target=keep_reaping, name="arena-reaper", daemon=True).start()
+def _start_watchdog(sender: Any = None, **_: Any) -> None:
+    reaper.keep_reaping_if_engine()
     settings = current_settings()
+    if sender is not None:  # the consumer: this node's name, processes and queues
+        queues = list(sender.app.amqp.queues.consume_from)
+        _node.update(name=sender.hostname, processes=sender.controller.concurrency, queues=queues)
+    register_slots()
     watchdog.start_watchdog(
         store(settings),
         settings.lost_worker_s,
-        watchdog.Actions(restore_delivery, requeue_units, start_reducer),
+        watchdog.Actions(restore_delivery, requeue_units, start_reducer, register_slots),
     )
+
+
+_node: dict[str, Any] = {}  # this worker node as its pools know it (set when it is ready)
+
+
+def register_slots(leaving: bool = False) -> None:
+    """This node's processes count in the capacity of each pool it consumes, until it leaves
+    or its registration lapses (2 x ARENA_LOST_WORKER_S on Redis's clock, renewed by every
+    watchdog sweep); each pool is topped up (a release whose publisher died, more capacity)."""
+    if not _node:
+        return
+    settings = current_settings()
+    processes = 0 if leaving else int(_node["processes"])
+    for queue in _node["queues"]:
+        released = store(settings).register_slots(
+            queue, _node["name"], processes, 2 * settings.lost_worker_s, settings.queue_headroom
+        )
+        publish_released(released)
+
+
+@worker_shutdown.connect
+def _leave_pools(**_: Any) -> None:
+    with suppress(Exception):  # Redis gone: the registration lapses on its own
+        register_slots(leaving=True)

@@ -5,7 +5,12 @@ reads). Each sweep, for every running batch:
   queue (a dead worker's chunks come back in seconds, not after the visibility timeout);
 - a batch whose stored results have not grown for `lost_after_s` and has units that no message
   carries any more gets new messages for them (a message lost in kombu's delivery window);
-- a batch whose units are all stored but which nobody is reducing gets its reducer.
+- a batch whose units are all stored but which nobody is reducing gets its reducer;
+- a chunk its pool gave out (tasks/fair_share.py) that no message carries and no worker runs
+  for `lost_after_s` leaves the pool's window (else the pool's capacity shrinks for good), and
+  a batch that ended leaves its pools;
+- this worker's slots are registered again and each pool it consumes is topped up (a worker
+  came or went, or a release's publisher died before publishing).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 
 import redis
 
-from tasks.liveness import lost_units, orphans
+from tasks.liveness import lost_out, lost_units, orphans
 from tasks.store import Store
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,7 @@ class Actions:
     restore: Callable[[str], None]  # a delivery tag -> back at the front of its queue
     requeue: Callable[[str, list[str]], None]  # (batch, unit ids) -> new chunk messages
     reduce: Callable[[str], None]  # batch -> start its reducer
+    top_up: Callable[[], None] = lambda: None  # this node's slots renewed, its pools topped up
 
 
 def watch_once(db: Store, lost_after_s: float, actions: Actions) -> int:
@@ -44,11 +50,17 @@ def watch_once(db: Store, lost_after_s: float, actions: Actions) -> int:
     for batch_id in db.running_batch_ids():
         if db.status(batch_id) != "running":
             db.drop_running(batch_id)
-        elif db.all_stored(batch_id):
+            db.leave_pools(batch_id)
+            continue
+        for queue, chunk_ids in lost_out(db, batch_id, lost_after_s).items():
+            log.warning("batch %s: chunks %s left the pool's window (lost)", batch_id, chunk_ids)
+            db.drop_out(queue, batch_id, chunk_ids)
+        if db.all_stored(batch_id):
             if not db.reducer_held(batch_id):
                 actions.reduce(batch_id)
         elif _stalled(db, batch_id, lost_after_s):
             given += _requeue_lost(db, batch_id, lost_after_s, actions)
+    actions.top_up()
     return given
 
 

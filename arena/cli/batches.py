@@ -13,12 +13,26 @@ from arena.service.queue import place_line, place_of
 from arena.service.reports import check_output_path, write_report
 from arena.service.waiting import wait
 from tasks.settings import load_settings
+from tasks.spec import PRIORITIES
+from tasks.workloads.base import ValidatedBatch
 from tasks.store import FINISHED
 
 REPLAY_HELP = (
     "Rerun every unit with llm agents answered from the replay cache, never their endpoints "
     "(the batch must have run before)."
 )
+PRIORITY = click.option(
+    "--priority",
+    type=click.Choice(PRIORITIES),
+    help="The batch's class in its pool, over the spec's (interactive goes first).",
+)
+
+
+def with_priority(batch: ValidatedBatch, priority: str | None) -> ValidatedBatch:
+    """--priority over the spec's (a run option: the batch's identity stays)."""
+    if priority is None:
+        return batch
+    return batch.model_copy(update={"spec": batch.spec.model_copy(update={"priority": priority})})
 
 
 @click.command("run")
@@ -29,6 +43,7 @@ REPLAY_HELP = (
 @click.option("--quiet", is_flag=True, help="No progress bar or table.")
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.option("--run-id", help="A label to find this run again (arena status LABEL).")
+@PRIORITY
 @OUTPUT_PATH
 @click.option(
     "--serve",
@@ -46,6 +61,7 @@ def run_command(
     quiet: bool,
     as_json: bool,
     run_id: str | None,
+    priority: str | None,
     output_path: Path | None,
     serve_port: int | None,
 ) -> None:
@@ -53,7 +69,7 @@ def run_command(
     load_settings()  # a bad setting is refused before anything starts
     batches.check_run_id(run_id)
     target = check_output_path(output_path) if output_path else None
-    batch = batches.load_batch(spec)
+    batch = with_priority(batches.load_batch(spec), priority)
     finished = terminal.run_and_show(
         batch,
         fresh,
@@ -77,12 +93,13 @@ def run_command(
 @click.argument("spec", metavar="SPEC")
 @click.option("--fresh", is_flag=True, help="Rerun every unit, ignoring stored results.")
 @click.option("--run-id", help="A label to find this run again (arena status LABEL).")
-def submit_command(spec: str, fresh: bool, run_id: str | None) -> None:
+@PRIORITY
+def submit_command(spec: str, fresh: bool, run_id: str | None, priority: str | None) -> None:
     """Queue a batch on the cluster (no ARENA_REDIS_URL: the embedded cluster running on the
     data folder, e.g. `arena api`'s); prints the batch id."""
     settings = load_settings()
     batches.check_run_id(run_id)
-    batch = batches.load_batch(spec)
+    batch = with_priority(batches.load_batch(spec), priority)
     with cluster.open_store(settings, start=False) as db:
         sub = batches.submit_batch(db, settings, batch, fresh, run_id)
     click.echo(sub.batch_id)
