@@ -65,6 +65,7 @@ def print_batch(info: BatchInfo, notes: Sequence[str] = ()) -> None:
 
 def status_line(info: BatchInfo) -> str:
     label = f" run {info.run_id}" if info.run_id else ""
+    label += f" team {info.team}" if info.team else ""
     return redact_text(
         f"{info.id}  {info.status:<9} {info.workload:<9} {info.completed:>6}/{info.total:<6} "
         f"errors {info.errors:<4} leaderboard {info.leaderboard}{label}"

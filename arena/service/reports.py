@@ -50,6 +50,7 @@ class Report(BaseModel):
     report_version: Literal[1] = REPORT_VERSION
     batch_id: str
     run_id: str | None
+    team: str | None = None  # whose token submitted it (None: the operator, an admin's token)
     workload: str
     leaderboards: list[str]  # the boards it writes (an in-process run: would write)
     status: BatchStatus
@@ -104,6 +105,7 @@ def report_from_store(db: Store, batch_id: str, log_dir: Path | None = None) -> 
     return Report(
         batch_id=info.id,
         run_id=info.run_id,
+        team=info.team,
         workload=info.workload,
         leaderboards=list(info.boards),
         status=info.status,
