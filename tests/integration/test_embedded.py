@@ -1,5 +1,7 @@
-"""`arena run` on the embedded default: its own Redis and workers, a progress bar, a leaderboard,
-data that survives between runs, and nothing left running afterwards, Ctrl-C included."""
+"""`arena run` on the embedded default: the data folder's Redis and workers (its host,
+arena/embedded/host.py), a progress bar, a leaderboard, data that survives between runs, other
+commands attached meanwhile, and nothing left running once the last command left (after the
+linger), Ctrl-C included."""
 
 from __future__ import annotations
 
@@ -15,33 +17,51 @@ import pytest
 import redis
 
 from arena import embedded
+from arena.embedded.attach import attached
 from tasks.store import Store
 from tests.integration.conftest import ARENA, ROOT, arena, bandit_spec, wait_finished
 
 pytestmark = pytest.mark.integration
 
 
+LINGER_S = 1.0  # the host stops this long after its last client left (ARENA_EMBEDDED_LINGER_S)
+
+
 def embedded_env(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARENA_")}
-    return {**env, "ARENA_DATA_DIR": str(data_dir), "ARENA_WORKERS": "2"}
+    return {
+        **env,
+        "ARENA_DATA_DIR": str(data_dir),
+        "ARENA_WORKERS": "2",
+        "ARENA_EMBEDDED_LINGER_S": str(LINGER_S),
+    }
 
 
-def leftovers(data_dir: Path, arena_pid: int | None = None) -> list[str]:
-    """Processes still running that belong to that embedded run (its Redis or its workers)."""
-    found = []
+def leftovers(data_dir: Path) -> list[str]:
+    """Processes still running that belong to the folder's embedded cluster: its host, its
+    Redis (both name the folder) or its workers (their ARENA_REDIS_URL is the folder's socket)."""
+    folder, found = str(data_dir.resolve()).encode(), []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+            environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        mine = str(data_dir.resolve()) in cmdline or (
-            arena_pid is not None and f"arena-{arena_pid}-" in cmdline
-        )
-        if mine and "pytest" not in cmdline:
-            found.append(f"{proc.name}: {cmdline[:120]}")
+        redis_url = next((e for e in environ if e.startswith(b"ARENA_REDIS_URL=")), b"")
+        mine = folder in cmdline or folder in redis_url
+        if mine and b"pytest" not in cmdline:
+            found.append(f"{proc.name}: {cmdline[:120].decode(errors='replace')}")
     return found
+
+
+def no_leftovers(data_dir: Path, timeout: float = 40) -> None:
+    """The folder's cluster stops once its last client left (LINGER_S), workers first."""
+    deadline = time.monotonic() + timeout
+    while found := leftovers(data_dir):
+        assert time.monotonic() < deadline, found
+        time.sleep(0.2)
 
 
 def test_arena_run_on_the_embedded_default(tmp_path: Path):
@@ -50,7 +70,7 @@ def test_arena_run_on_the_embedded_default(tmp_path: Path):
     assert first.returncode == 0, first.stderr + first.stdout
     assert "done — 200/200 units, 0 errors" in first.stdout
     assert "Leaderboard: bandit-demo" in first.stdout
-    assert leftovers(tmp_path / "data") == []
+    no_leftovers(tmp_path / "data")
     # The data folder keeps the board: readable without a cluster, and a rerun is a resume.
     board = json.loads(arena("leaderboard", "bandit-demo", "--json", env=env).stdout)
     assert [e["agent"] for e in board["entries"]][-1] == "random"
@@ -77,15 +97,15 @@ def test_ctrl_c_leaves_no_stray_process_and_the_rerun_resumes(tmp_path: Path, wr
     while not (data / "worker.log").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(4)  # the workers are starting or running units: interrupt mid-batch
-    # Meanwhile the data folder is this run's alone: a second embedded Redis would share its files.
+    # Meanwhile another command on the folder attaches to the same cluster and sees the batch.
     second = arena("batches", env=embedded_env(data))
-    assert second.returncode == 2
-    assert f"is in use by arena (pid {run.pid})" in second.stderr
+    assert second.returncode == 0, second.stderr
+    assert "running" in second.stdout and "slow" in second.stdout
     run.send_signal(signal.SIGINT)
     _, err = run.communicate(timeout=60)
     assert run.returncode == 130, err
     assert err.strip().splitlines()[-1] == "arena: aborted"
-    assert leftovers(data, run.pid) == []
+    no_leftovers(data)
     rerun = arena("run", str(spec), env=embedded_env(data))
     assert rerun.returncode == 0, rerun.stderr
     assert "resuming:" in rerun.stdout
@@ -99,10 +119,10 @@ def test_status_of_an_unknown_batch(tmp_path: Path):
     assert result.stderr.strip() == "arena: error: batch: no batch or run 'nope'"
 
 
-def pool_main(arena_pid: int) -> int | None:
-    """The Celery main process of the embedded worker pool started by `arena_pid`, if any."""
+def pool_main(host_pid: int) -> int | None:
+    """The Celery main process of the worker pool the host `host_pid` started, if any."""
     # Every thread's children: the pool is started again by the supervising thread.
-    tasks = Path(f"/proc/{arena_pid}/task").iterdir()
+    tasks = Path(f"/proc/{host_pid}/task").iterdir()
     children = [c for t in tasks for c in (t / "children").read_text().split()]
     for pid in children:
         with suppress(OSError):
@@ -113,21 +133,30 @@ def pool_main(arena_pid: int) -> int | None:
 
 def test_a_worker_pool_that_dies_is_started_again(tmp_path: Path, monkeypatch, write_spec):
     """Nothing else runs an embedded batch's units: a pool whose main process dies (Celery's
-    own "Unrecoverable error" after a Redis reconnect, the OOM killer) is started again."""
-    monkeypatch.setattr(embedded, "POOL_MIN_LIFE_S", 0.0)
-    with embedded.embedded_cluster(tmp_path / "data", 1) as url:
-        first = pool_main(os.getpid())
-        assert first is not None
-        os.killpg(first, signal.SIGKILL)
+    own "Unrecoverable error" after a Redis reconnect, the OOM killer) is started again by the
+    folder's host. `arena submit` with no ARENA_REDIS_URL queues on the host running there."""
+    env, spec = embedded_env(tmp_path / "data"), str(write_spec(bandit_spec()))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("ARENA_REDIS_URL", raising=False)
+    alone = arena("submit", spec, env=env)  # no host runs there: nothing to queue on
+    assert alone.returncode == 2 and "no embedded cluster runs on" in alone.stderr, alone.stderr
+    with attached(tmp_path / "data", 1, run_batches=True) as host:
         deadline = time.monotonic() + 30
-        while pool_main(os.getpid()) in (None, first):
-            assert time.monotonic() < deadline, "no new worker pool"
+        while (first := pool_main(host.pid)) is None:
+            assert time.monotonic() < deadline, "no worker pool"
             time.sleep(0.1)
-        env = {**embedded_env(tmp_path / "data"), "ARENA_REDIS_URL": url}
-        submitted = arena("submit", str(write_spec(bandit_spec())), env=env)
+        time.sleep(embedded.POOL_MIN_LIFE_S + 0.5)  # a pool that ran: its exit is a crash
+        os.killpg(first, signal.SIGKILL)
+        while pool_main(host.pid) in (None, first):
+            assert time.monotonic() < deadline + 30, "no new worker pool"
+            time.sleep(0.1)
+        submitted = arena("submit", spec, env=env)
         assert submitted.returncode == 0, submitted.stderr
-        db = Store(redis.Redis.from_url(url, decode_responses=True))
+        db = Store(redis.Redis.from_url(host.url, decode_responses=True))
         assert wait_finished(db, submitted.stdout.split()[0], timeout=120) == "done"
+    assert "the worker pool exited" in (tmp_path / "data" / "host.log").read_text()
+    no_leftovers(tmp_path / "data")
 
 
 def test_the_readmes_main_command_plays_a_users_agent_from_its_sandbox(tmp_path: Path):
@@ -146,4 +175,4 @@ def test_the_readmes_main_command_plays_a_users_agent_from_its_sandbox(tmp_path:
     rows = {e["agent"]: e for e in board["entries"]}
     assert set(rows) == {"right", "jump-right", "random", "stuck-jumper"}
     assert all(row["stats"]["episodes"] == 16 for row in rows.values())
-    assert leftovers(tmp_path / "data") == []
+    no_leftovers(tmp_path / "data")
