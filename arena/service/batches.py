@@ -90,9 +90,11 @@ def units_to_run(db: Store, batch: ValidatedBatch, fresh: bool) -> int:
     info = db.batch(batch.batch_id)
     if info is not None and info.status == "running" and not fresh:
         return 0
-    units = get_workload(batch.spec.workload).expand(batch)
-    if fresh:
-        return len(units)
+    workload = get_workload(batch.spec.workload)
+    if fresh or info is None:  # counted, not made: 100,000 units take seconds to expand
+        count = workload.unit_count(batch.agents, batch.items, batch.params, batch.spec.protocol)
+        return count.total
+    units = workload.expand(batch)
     stored = db.stored_unit_ids(batch.batch_id)
     return sum(unit.id not in stored for unit in units)
 
