@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from tasks.broker import QUEUES
-from tasks.fair_share import PoolEntry
+from tasks.fair_share import PoolEntry, class_rank
 from tasks.records import BatchInfo
 from tasks.store import Store
 
@@ -77,22 +77,28 @@ def place_of(db: Store, batch_id: str) -> QueuedBatch | None:
 
 
 def _placed(db: Store, pool: str, entries: Sequence[PoolEntry], slots: int) -> list[QueuedBatch]:
-    """`entries` in the scheduler's order (Store.pool_batches: class, team pass, batch pass,
-    arrival), placed: a batch with no chunk out is waiting, numbered in that order."""
+    """`entries` placed in the scheduler's order (class, team pass, batch pass, then arrival,
+    as tasks/lua/pool.lua picks): a batch with no chunk out is waiting, numbered in that order.
+    """
     # The broker may hold a little more than the slots (ARENA_QUEUE_HEADROOM): shares are of
     # whichever is larger, so they never add up past the whole pool.
     room = max(slots, sum(e.out_chunks for e in entries))
+    infos = {e.batch_id: db.batch(e.batch_id) for e in entries}
+    running = [(e, i) for e in entries if (i := infos[e.batch_id]) and i.status == "running"]
+    # Ties of passes go to the batch that came first (the scheduler's arrival order).
+    running.sort(key=lambda pair: serve_key(*pair))
     placed, waiting = [], 0
-    for entry in entries:
-        info = db.batch(entry.batch_id)
-        if info is None or info.status != "running":
-            continue  # it ended: the pool drops it at its next release
-        running = entry.out_chunks > 0
-        waiting += 0 if running else 1
+    for entry, info in running:  # a batch that ended is dropped by the pool's next release
+        holds = entry.out_chunks > 0
+        waiting += 0 if holds else 1
         share = entry.out_chunks / room if room else 0.0
-        where = Where(pool, slots, share, None if running else waiting)
+        where = Where(pool, slots, share, None if holds else waiting)
         placed.append(_queued(db, entry, info, where))
     return placed
+
+
+def serve_key(entry: PoolEntry, info: BatchInfo) -> tuple[int, float, float, float]:
+    return class_rank(entry.priority), entry.team_pass, entry.batch_pass, info.created_at
 
 
 @dataclass(frozen=True)
