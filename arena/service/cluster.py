@@ -142,6 +142,7 @@ def submit_and_wait(
         visibility_timeout_s=settings.visibility_timeout_s,
         run_id=run_id,
         replay_cache=replay_cache,
+        default_priority="interactive",  # `arena run`: a person waits for it
     )
     with follow(sub) as watcher:
         info = wait(db, sub.batch_id, settings, watcher)

@@ -150,6 +150,7 @@ def submit_checkpoint(target: Target, batch: ValidatedBatch) -> Submission:
         batch,
         resume_running=target.embedded and resume_orphan(target.db, batch.batch_id),
         visibility_timeout_s=target.settings.visibility_timeout_s,
+        default_priority="interactive",  # a training loop (or a watch) waits for its curve
     )
 
 
