@@ -85,18 +85,25 @@ class DataDirInUse(RuntimeError):
 
 
 @contextmanager
-def _exclusive(data_dir: Path) -> Iterator[None]:
-    """One embedded Redis per data folder: a second one would share its append-only file."""
+def _exclusive(data_dir: Path, wait_s: float = 0.0) -> Iterator[None]:
+    """One embedded Redis per data folder: a second one would share its append-only file.
+    `wait_s`: how long to wait for the folder's lock (a host stopping may hold it a while)."""
     with open(data_dir / "arena.lock", "a+") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or "another process"
-            raise DataDirInUse(
-                f"{data_dir} is in use by arena (pid {holder}); wait for it, or set "
-                "ARENA_DATA_DIR to another folder"
-            ) from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                lock.seek(0)
+                holder = lock.read().strip() or "another process"
+                raise DataDirInUse(
+                    f"{data_dir} is in use by arena (pid {holder}); wait for it, or set "
+                    "ARENA_DATA_DIR to another folder"
+                ) from None
         lock.seek(0)
         lock.truncate()
         lock.write(str(os.getpid()))

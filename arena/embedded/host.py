@@ -20,8 +20,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from collections.abc import Callable
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import IO
 
@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from arena.embedded import (
     DataDirInUse,
     KeptPool,
+    _exclusive,
     _socket_path,
     forget_broker_state,
     start_redis,
@@ -71,32 +72,6 @@ def read_state(data_dir: Path) -> HostState | None:
         return None
 
 
-@contextmanager
-def folder_lock(data_dir: Path) -> Iterator[None]:
-    """The folder's exclusive lock (the one `embedded_redis` takes too), waited for a while: the
-    host before this one may still be stopping its Redis."""
-    with open(data_dir / "arena.lock", "a+") as lock:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    lock.seek(0)
-                    holder = lock.read().strip() or "another process"
-                    raise DataDirInUse(
-                        f"{data_dir} is in use by arena (pid {holder}); wait for it, or set "
-                        "ARENA_DATA_DIR to another folder"
-                    ) from None
-                time.sleep(0.1)
-        lock.seek(0)
-        lock.truncate()
-        lock.write(str(os.getpid()))
-        lock.flush()
-        yield
-
-
 def begin_generation(url: str, keys: Keys) -> int:
     """A host starts on a folder whose previous host is gone: what it left queued or in flight
     is forgotten (no worker of it is left), and the batches it left `running` are noted as
@@ -133,7 +108,8 @@ class Host:
 
     def run(self) -> None:
         with ExitStack() as stack:
-            stack.enter_context(folder_lock(self.data_dir))
+            # The host before this one may still be stopping its Redis: wait for it.
+            stack.enter_context(_exclusive(self.data_dir, LOCK_WAIT_S))
             clients = stack.enter_context(open(self.data_dir / CLIENTS, "a+"))
             sock = _socket_path(self.data_dir)
             sock.unlink(missing_ok=True)
