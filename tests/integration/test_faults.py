@@ -18,12 +18,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import redis
 
+from tasks.execute import execute_batch
 from tasks.liveness import orphans
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
@@ -553,3 +555,132 @@ def test_a_chunk_task_that_fails_outright_starts_the_reducer(
         time.sleep(0.1)
     assert "reducing with error results" in log.read_text()
     assert db.status(batch_id) == "running"  # the reducer waits for units no chunk will store
+
+
+# -- several batches of two teams interleaved (issue 32): the pool's window under faults --------
+
+SUBMIT_AS_TEAM = """
+import json, sys
+from tasks.app import configure, store
+from tasks.settings import ArenaSettings
+from tasks.submit import submit
+from tasks.workloads import validate_batch
+spec, team, weight = json.loads(sys.argv[1])
+configure(ArenaSettings())
+batch = validate_batch(spec, asker="operator")
+print(submit(store(), batch, team=team, team_weight=weight, visibility_timeout_s=7200).batch_id)
+"""
+# (board, team, team weight, class, units): two teams, three classes, submitted in this order.
+SHARED = (
+    ("alpha-bulk", "alpha", 3.0, "bulk", 160),
+    ("beta-bulk", "beta", 1.0, "bulk", 120),
+    ("beta-nightly", "beta", 1.0, "scheduled", 80),
+    ("alpha-check", "alpha", 3.0, "interactive", 40),
+)
+
+
+def shared_spec(board: str, priority: str, units: int) -> dict:
+    """`units` units of ~20-40 ms, each batch its own seeds and board."""
+    return slow_spec(
+        leaderboard=board,
+        agents=["greedy", "ucb1", "thompson", "epsilon-greedy"],
+        items=[{"name": "easy", "arms": [0.2, 0.5, 0.8]}],
+        protocol={"episodes": units // 4, "seed": len(board), "unit_time_limit_s": 30},
+        priority=priority,
+    )
+
+
+@cache
+def undisturbed(spec_json: str) -> dict[str, tuple[str, str]]:
+    """Unit id -> (status, result) of the batch run in this process, no Celery."""
+    results = execute_batch(validate_batch(json.loads(spec_json)))
+    return {r.unit_id: (r.status, json.dumps(r.result, sort_keys=True)) for r in results}
+
+
+def submit_shared(env: dict[str, str], db: Store, gap_units: int) -> list[tuple[str, dict]]:
+    """The SHARED batches, each submitted once the one before has `gap_units` units stored."""
+    submitted: list[tuple[str, dict]] = []
+    for board, team, weight, priority, units in SHARED:
+        if submitted:
+            wait_stored(db, submitted[-1][0], gap_units)
+        spec = shared_spec(board, priority, units)
+        out = subprocess.run(
+            [sys.executable, "-c", SUBMIT_AS_TEAM, json.dumps([spec, team, weight])],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        submitted.append((out.stdout.strip(), spec))
+    return submitted
+
+
+def assert_each_equal_to_undisturbed(
+    db: Store, submitted: list[tuple[str, dict]], workers_lost: int, timeout: float = 240
+) -> None:
+    """Every batch done, its units equal to an undisturbed run's unit by unit, its leaderboard
+    too; one attempt at each unit, plus at most one for each worker process that died under
+    it (the unit it was running: tasks/execute_chunk.py)."""
+    extra = 0
+    for (batch_id, spec), (board, team, _, priority, _) in zip(submitted, SHARED, strict=True):
+        assert wait_finished(db, batch_id, timeout=timeout) == "done", db.batch(batch_id)
+        results = db.unit_results(batch_id)
+        stored = {u: (r.status, json.dumps(r.result, sort_keys=True)) for u, r in results.items()}
+        assert stored == undisturbed(json.dumps(spec)), board
+        assert cluster_leaderboard(db, board) == in_process_leaderboard(spec)
+        info = db.batch(batch_id)
+        assert info is not None and (info.team, info.priority) == (team, priority)
+        attempts = db.attempts(batch_id)
+        assert set(attempts) == set(results) and min(attempts.values()) >= 1, board
+        extra += sum(attempts.values()) - len(attempts)
+    assert extra <= workers_lost, extra
+    assert all(db.pool_of(b) is None for b, _ in submitted)  # each left its pool
+
+
+def test_shared_batches_with_pool_processes_killed_mid_chunk(cluster_env, db, workers):
+    env = {**cluster_env, **QUICK_LIVENESS}
+    pool = workers.start(env, concurrency=2)
+    submitted = submit_shared(env, db, gap_units=20)
+    kills = 0
+    for batch_id, _ in submitted[:3]:  # mid-chunk: units of the batch keep landing
+        wait_stored(db, batch_id, 30)
+        children = workers.children(pool)
+        if children and db.status(batch_id) == "running":
+            os.kill(random.Random(kills).choice(children), signal.SIGKILL)
+            kills += 1
+    assert kills >= 2
+    assert_each_equal_to_undisturbed(db, submitted, workers_lost=kills)
+
+
+def test_shared_batches_through_a_redis_kill_and_restart(
+    restartable_redis: RestartableRedis, tmp_path: Path, workers: WorkerPools
+):
+    env, db = on_restartable(restartable_redis, tmp_path)
+    env = {**env, **QUICK_LIVENESS}
+    workers.start(env, concurrency=2, restart=True)
+    submitted = submit_shared(env, db, gap_units=20)
+    wait_stored(db, submitted[-1][0], 10)
+    restartable_redis.kill()  # no shutdown save: the append-only file (fsync always) is all
+    time.sleep(3)
+    restartable_redis.start()
+    db = Store(redis.Redis.from_url(restartable_redis.url, decode_responses=True))
+    # A worker's supervisor may start a new one (test_redis_killed_and_restarted_mid_batch):
+    # its two processes' units are then given out again.
+    assert_each_equal_to_undisturbed(db, submitted, workers_lost=2 * workers.restarts)
+
+
+def test_shared_batches_while_the_only_worker_is_gone_for_a_minute(cluster_env, db, workers):
+    env = {**cluster_env, **QUICK_LIVENESS}
+    doomed = workers.start(env, concurrency=2)
+    submitted = submit_shared(env, db, gap_units=20)
+    wait_stored(db, submitted[-1][0], 10)
+    workers.kill_group(doomed)  # main process and pool: its slots lapse, its chunks stay out
+    running = [b for b, _ in submitted if db.status(b) == "running"]
+    assert len(running) >= 2
+    time.sleep(60)
+    assert [db.status(b) for b in running] == ["running"] * len(running)
+    assert db.pool_slots("cpu") == 0
+    workers.start(env, concurrency=2)
+    assert_each_equal_to_undisturbed(db, submitted, workers_lost=2)
