@@ -87,7 +87,7 @@ def test_commands_starting_at_once_make_one_host(tmp_path: Path) -> None:
 
 
 def test_a_dead_hosts_batch_is_resumed_and_a_live_ones_waited_for(
-    tmp_path: Path, write_spec
+    tmp_path: Path, write_spec, request: pytest.FixtureRequest
 ) -> None:
     """The host stopped mid-batch under its client (SIGTERM: its workers finish the units in
     hand, then its Redis stops; the client is gone too): the next host forgets what the old one
@@ -98,6 +98,7 @@ def test_a_dead_hosts_batch_is_resumed_and_a_live_ones_waited_for(
     env = embedded_env(data)
     spec = str(write_spec(bandit_spec(params={"pulls": 30000}, leaderboard="slow")))
     first = started("run", spec, "--quiet", env=env)
+    request.addfinalizer(first.kill)  # a failing test leaves no client keeping the cluster
     deadline = time.monotonic() + 120
     while not (data / "worker.log").exists() or b"running" not in _batches(env):
         assert time.monotonic() < deadline and first.poll() is None, first.communicate()
@@ -111,6 +112,7 @@ def test_a_dead_hosts_batch_is_resumed_and_a_live_ones_waited_for(
     no_leftovers(data)
 
     resumed = started("run", spec, "--json", env=env)
+    request.addfinalizer(resumed.kill)
     time.sleep(2)
     waiting = arena("run", spec, "--json", env=env)  # attaches while the batch runs
     out, err = resumed.communicate(timeout=300)

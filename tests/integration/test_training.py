@@ -98,7 +98,7 @@ class Readers(threading.Thread):
 
 
 def test_checkpoints_are_evaluated_while_ppo_trains(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     if not os.environ.get("CI"):  # CI installs the sb3 extra: there it must run
         pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed")
@@ -109,6 +109,7 @@ def test_checkpoints_are_evaluated_while_ppo_trains(
     monkeypatch.delenv("ARENA_REDIS_URL", raising=False)
     port = _free_port()
     api = started("api", "--port", str(port), env=env)
+    request.addfinalizer(api.kill)  # a failing test leaves no API keeping the cluster
     base = f"http://127.0.0.1:{port}"
     answering(f"{base}/", api)
     second = subprocess.Popen(
