@@ -135,5 +135,10 @@ def unit_seconds(store: Store, batch_id: str) -> float:
     return sum(durations) / len(durations)
 
 
+def busy_seconds(store: Store, batch_id: str) -> float:
+    """The seconds the batch's units ran, all together, as their results record them."""
+    return sum(r.duration_s for r in store.unit_results(batch_id).values())
+
+
 def units_in(ends: Sequence[float], start: float, stop: float) -> int:
     return sum(1 for end in ends if start <= end <= stop)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from _cluster import bench_cluster  # beside this script
 from _sharing import (
     Work,
+    busy_seconds,
     submit_fifo,
     submit_shared,
     unit_ends,
@@ -66,6 +67,7 @@ class Behind:
     latency_s: float  # the small batch, submit to done
     wall_s: float  # the big batch's submit to both done
     units: int
+    busy: float  # the units' own seconds over wall × workers: how busy the pool was
 
 
 @dataclass
@@ -78,8 +80,10 @@ class Figures:
 
 
 class Bench:
-    def __init__(self, store: Store, pool: subprocess.Popen[bytes], work: Work) -> None:
-        self.store, self.pool, self.work = store, pool, work
+    def __init__(
+        self, store: Store, pool: subprocess.Popen[bytes], work: Work, workers: int
+    ) -> None:
+        self.store, self.pool, self.work, self.workers = store, pool, work, workers
         self.seeds: Iterator[int] = iter(range(1, 1_000_000))
 
     def batch(self, units: int, priority: str, label: str) -> ValidatedBatch:
@@ -102,13 +106,15 @@ class Bench:
         ended = wait_done(self.store, [small, big], self.pool)
         mode = "FIFO" if fifo else "sharing"
         wall = max(ended.values()) - started
-        return Behind(mode, ended[small] - small_at, wall, sizes.big + sizes.small), big
+        busy = sum(busy_seconds(self.store, b) for b in (small, big)) / (wall * self.workers)
+        return Behind(mode, ended[small] - small_at, wall, sizes.big + sizes.small, busy), big
 
     def equal(self, units: int) -> float:
         """Two equal batches submitted together: |t1 − t2| / max(t1, t2) from the first submit."""
         started = time.perf_counter()
         ids = [submit_shared(self.store, self.batch(units, "scheduled", f"equal{i}")) for i in "ab"]
         ended = [t - started for t in wait_done(self.store, ids, self.pool).values()]
+        console.print(f"equal batches done at {ended[0]:.2f}s and {ended[1]:.2f}s")
         return abs(ended[0] - ended[1]) / max(ended)
 
     def teams(self, blue_units: int) -> float:
@@ -125,7 +131,9 @@ class Bench:
         red_ends, blue_ends = (unit_ends(self.store, b) for b in ids)
         start = max(red_ends[0], blue_ends[0])
         stop = min(red_ends[-1], blue_ends[-1])
-        return units_in(red_ends, start, stop) / max(1, units_in(blue_ends, start, stop))
+        red_n, blue_n = units_in(red_ends, start, stop), units_in(blue_ends, start, stop)
+        console.print(f"teams: over {stop - start:.1f}s, red {red_n} units, blue {blue_n}")
+        return red_n / max(1, blue_n)
 
 
 def measure(bench: Bench, sizes: Sizes, repeat: int, mario: bool) -> Figures:
@@ -139,7 +147,10 @@ def measure(bench: Bench, sizes: Sizes, repeat: int, mario: bool) -> Figures:
             figures.behind.append(run)
             if not fifo:
                 figures.unit_s = unit_seconds(bench.store, big)
-            console.print(f"{run.mode}: small {run.latency_s:.2f}s, all {run.wall_s:.2f}s")
+            console.print(
+                f"{run.mode}: small {run.latency_s:.2f}s, all {run.wall_s:.2f}s, "
+                f"pool busy {run.busy:.1%}"
+            )
         if not mario:
             figures.spreads.append(bench.equal(sizes.equal))
             figures.team_ratios.append(bench.teams(sizes.blue))
@@ -197,6 +208,13 @@ def report(figures: Figures, sizes: Sizes, work: Work) -> Table:
         "≥ 0.95",
         verdict(throughput >= 0.95),
     )
+    busy = statistics.median(s.busy / f.busy for f, s in zip(fifo, shared, strict=True))
+    table.add_row(
+        "  (pool busy running units, sharing / FIFO: steadier under load)",
+        f"{busy:.3f}",
+        "—",
+        "",
+    )
     return table
 
 
@@ -213,7 +231,8 @@ def main() -> None:
     sizes = MARIO if args.mario else BANDIT
     load_before, started = os.getloadavg(), time.perf_counter()
     with bench_cluster(args.workers, console) as (store, pool):
-        figures = measure(Bench(store, pool, work), sizes, args.repeat, args.mario)
+        bench = Bench(store, pool, work, args.workers)
+        figures = measure(bench, sizes, args.repeat, args.mario)
     console.print(report(figures, sizes, work))
     what = (
         f"Mario 1-1, {work.max_steps} steps at most, agent jump-right, sticky 0.25, chunk 1"
