@@ -13,7 +13,9 @@ holds is read through tasks/broker.py, the one module that knows kombu's layout.
 
 from __future__ import annotations
 
+import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +29,8 @@ import redis
 from tasks import broker
 from tasks.provenance import host_name
 from tasks.store import Store
+
+log = logging.getLogger(__name__)
 
 
 class Beat:
@@ -105,6 +109,38 @@ class _Beater:
 
 
 _BEATER = _Beater()
+
+
+class _Later:
+    """One daemon thread per process runs what a task leaves for after it returned: a chunk's
+    end in its pool (two fsynced round trips) no longer delays the process's next chunk. A
+    process that dies first leaves the chunk in its pool's window; the watchdog frees it
+    (lost_out)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.jobs: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
+        self.pid = 0  # the process whose thread runs (a forked child starts its own)
+
+    def run(self, job: Callable[[], Any]) -> None:
+        with self.lock:
+            if self.pid != os.getpid():
+                self.pid, self.jobs = os.getpid(), queue.SimpleQueue()
+                thread = threading.Thread(target=self._loop, args=(self.jobs,), daemon=True)
+                thread.start()
+        self.jobs.put(job)
+
+    @staticmethod
+    def _loop(jobs: queue.SimpleQueue[Callable[[], Any]]) -> None:
+        while True:
+            job = jobs.get()
+            try:
+                job()
+            except Exception:  # the thread outlives any one job (Redis gone past its retries)
+                log.exception("a chunk's end in its pool failed (the watchdog frees its place)")
+
+
+later = _Later().run
 
 
 @contextmanager

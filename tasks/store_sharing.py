@@ -87,9 +87,12 @@ class Sharing(StoreBase):
         self, queue: str, batch_id: str, chunk_id: str, took_s: float, ran: int, headroom: int
     ) -> tuple[str | None, list[Chunk]]:
         """A chunk ended after `took_s` seconds (< 0: not known) running `ran` units: it leaves
-        the pool's out and its batch's passes are set right. Returns the batch's team and the
-        chunks released in its place."""
-        team, popped = self._run("chunk_end", queue, headroom, batch_id, chunk_id, took_s, ran)
+        the pool's out, its batch's passes are set right and the units count as run for the
+        batch's team (TeamRecords.count_team_units, in the same round trip). Returns the
+        batch's team and the chunks released in its place."""
+        counts = self.keys.team_counts("\0").split("\0")
+        args = (batch_id, chunk_id, took_s, ran, *counts)
+        team, popped = self._run("chunk_end", queue, headroom, *args)
         return (team or None), parse_chunks(popped)
 
     def register_slots(

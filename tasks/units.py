@@ -85,7 +85,8 @@ def run_chunk(batch_id: str, chunk_id: str, units: list[dict[str, Any]]) -> int:
     finally:
         cluster_redis.reset(shared)
     took, ran = time.monotonic() - started, 0 if ended.skipped else ended.todo
-    end_chunk(db, settings, batch_id, chunk_id, parsed[0].queue, took, ran)
+    # Its place in the pool goes to the next chunk once this process is on its own next one.
+    liveness.later(partial(end_chunk, db, settings, batch_id, chunk_id, parsed[0].queue, took, ran))
     if ended.skipped:
         return 0
     if ended.all_stored or (not ended.todo and db.all_stored(batch_id)):
@@ -247,9 +248,8 @@ def end_chunk(
     ran: int,
 ) -> None:
     """The chunk leaves its pool's window and releases the next chunks (tasks/fair_share.py);
-    the units it ran count for its batch's team."""
-    team, released = db.end_chunk(queue, batch_id, chunk_id, took_s, ran, settings.queue_headroom)
-    db.count_team_units(team, "run", ran)
+    the units it ran count for its batch's team (the same round trip)."""
+    _, released = db.end_chunk(queue, batch_id, chunk_id, took_s, ran, settings.queue_headroom)
     publish_released(released)
 
 
