@@ -103,8 +103,9 @@ class ArenaSettings(BaseSettings):
     # Most units one batch may expand to (checked before expansion).
     max_units: int = Field(100_000, ge=1, le=100_000_000)
     # Sharing a pool (docs/architecture.md, "Sharing"): chunk messages given to the broker beyond
-    # the pool's live worker processes (the next chunk waits there for the next free process).
-    queue_headroom: int = Field(1, ge=0, le=10_000)
+    # the pool's live worker processes (each waits there for the next free process, ahead of
+    # an interactive batch's first chunk). 0 measured best: see the docs.
+    queue_headroom: int = Field(0, ge=0, le=10_000)
     # Most units an `interactive` batch may have: a spec that asks for more is refused; a front
     # door's interactive default runs such a batch as `scheduled`.
     interactive_max_units: int = Field(1000, ge=1, le=100_000_000)
