@@ -69,7 +69,6 @@ def submit(
     `replay_cache`: every unit again (it implies `fresh`), its llm agents answered from the
     replay cache, never their endpoints. The batch shares its pool (tasks/fair_share.py) as
     `team` (None: the operator) with `team_weight`, in the spec's class or `default_priority`.
-
     A batch still running is left alone unless `resume_running` (the embedded cluster, whose
     previous run was interrupted, knows nothing else is working on it).
     """
@@ -105,15 +104,8 @@ def submit(
     if info is not None and info.status == "done" and not missing and not fresh:
         store.republish(batch_id)
         return said(reused=reused, enqueued=0, state="already-done")
-    store.start_batch(
-        batch.normalised(),
-        workload.name,
-        boards,
-        len(units),
-        batch.identity,
-        provenance_of(batch, run_id),
-        share,
-    )
+    made = (batch.normalised(), workload.name, boards, len(units), batch.identity)
+    store.start_batch(*made, provenance_of(batch, run_id), share)
     if not missing:
         reduce_batch.delay(batch_id)
         return said(reused=reused, enqueued=0, state="reducing")

@@ -14,8 +14,8 @@ from arena.service.reports import check_output_path, write_report
 from arena.service.waiting import wait
 from tasks.settings import load_settings
 from tasks.spec import PRIORITIES
-from tasks.workloads.base import ValidatedBatch
 from tasks.store import FINISHED
+from tasks.workloads.base import ValidatedBatch
 
 REPLAY_HELP = (
     "Rerun every unit with llm agents answered from the replay cache, never their endpoints "
