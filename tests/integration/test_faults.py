@@ -36,6 +36,7 @@ from tests.integration.conftest import (
     WorkerPools,
     arena,
     bandit_spec,
+    broker_state,
     wait_finished,
 )
 from tests.integration.test_cluster import cluster_leaderboard, in_process_leaderboard, submit
@@ -602,7 +603,10 @@ def submit_shared(env: dict[str, str], db: Store, gap_units: int) -> list[tuple[
     submitted: list[tuple[str, dict]] = []
     for board, team, weight, priority, units in SHARED:
         if submitted:
-            wait_stored(db, submitted[-1][0], gap_units)
+            try:
+                wait_stored(db, submitted[-1][0], gap_units)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{pool_state(db, submitted)}") from None
         spec = shared_spec(board, priority, units)
         out = subprocess.run(
             [sys.executable, "-c", SUBMIT_AS_TEAM, json.dumps([spec, team, weight])],
@@ -615,6 +619,15 @@ def submit_shared(env: dict[str, str], db: Store, gap_units: int) -> list[tuple[
         assert out.returncode == 0, out.stderr
         submitted.append((out.stdout.strip(), spec))
     return submitted
+
+
+def pool_state(db: Store, submitted: list[tuple[str, dict]]) -> str:
+    """What a stuck pool looks like (printed when a test times out)."""
+    lines = [f"slots={db.pool_slots('cpu')} entries={db.pool_batches('cpu')}"]
+    for batch_id, _ in submitted:
+        lines.append(f"{batch_id} {db.status(batch_id)} out={db.out_chunks(batch_id)}")
+        lines.append(broker_state(db, batch_id))
+    return "\n".join(lines)
 
 
 def assert_each_equal_to_undisturbed(
@@ -642,16 +655,31 @@ def assert_each_equal_to_undisturbed(
 def test_shared_batches_with_pool_processes_killed_mid_chunk(cluster_env, db, workers):
     env = {**cluster_env, **QUICK_LIVENESS}
     pool = workers.start(env, concurrency=2)
-    submitted = submit_shared(env, db, gap_units=20)
-    kills = 0
-    for batch_id, _ in submitted[:3]:  # mid-chunk: units of the batch keep landing
-        wait_stored(db, batch_id, 30)
-        children = workers.children(pool)
-        if children and db.status(batch_id) == "running":
-            os.kill(random.Random(kills).choice(children), signal.SIGKILL)
-            kills += 1
-    assert kills >= 2
-    assert_each_equal_to_undisturbed(db, submitted, workers_lost=kills)
+    done, kills = threading.Event(), []
+
+    def killer() -> None:  # a pool process every second while the batches come and run
+        rng = random.Random(3)
+        while not done.wait(1.0) and len(kills) < 4:
+            children = workers.children(pool)
+            if children:
+                os.kill(rng.choice(children), signal.SIGKILL)
+                kills.append(time.monotonic())
+
+    deadline = time.monotonic() + 60
+    while db.pool_slots("cpu") < 2:  # the worker is ready (a kill while it starts ends it)
+        assert time.monotonic() < deadline, workers.log_tail()
+        time.sleep(0.1)
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        submitted = submit_shared(env, db, gap_units=20)
+        for batch_id, _ in submitted:
+            wait_finished(db, batch_id, timeout=240)
+    finally:
+        done.set()
+        thread.join(5)
+    assert len(kills) >= 2
+    assert_each_equal_to_undisturbed(db, submitted, workers_lost=len(kills))
 
 
 def test_shared_batches_through_a_redis_kill_and_restart(
