@@ -46,6 +46,16 @@ local function team_pass(e)
   return tonumber(redis.call('HGET', POOL .. 'teams:' .. e.p, e.t) or 0)
 end
 
+-- Seconds charged for the batch's chunks still out: estimates, set right as each ends. A pass
+-- less these is what the batch's ended chunks really cost (its settled pass).
+local function in_flight(e)
+  local total = 0
+  for _, charged in ipairs(redis.call('HVALS', POOL .. 'out:' .. e.id)) do
+    total = total + cjson.decode(charged)[1]
+  end
+  return total
+end
+
 -- Live worker processes of the pool (registrations not lapsed on Redis's clock).
 local function slots()
   local t = now()

@@ -112,6 +112,27 @@ def test_a_newcomer_starts_at_the_lowest_pass_without_banked_credit(db: Store):
     assert 18 <= ran["late"] <= 22 and 8 <= ran["late2"] <= 12 and 8 <= ran["early"] <= 12, ran
 
 
+def test_a_newcomer_is_not_held_back_by_estimates_of_chunks_in_flight(db: Store):
+    """Before any chunk ended, a batch is charged 1 s a unit per chunk it was given: a newcomer
+    joining at that inflated pass waited until the first batch had run that many real seconds
+    (bench/fair_share.py: two equal batches of tiny units ran one after the other). It joins at
+    what the ended chunks really cost, so the next free slots alternate."""
+    db.register_slots(Q, "node-1", 3, ttl_s=60, headroom=0)
+    db.r.hset(db.k_batch("early"), mapping={"status": "running"})
+    out = db.join_pool(Q, "early", Share("bulk", None, 1.0, 1.0), chunks("early", 100, 10), 0)
+    assert len(out) == 3  # charged 3 x 10 s of estimates; each really takes 0.1 s
+    db.r.hset(db.k_batch("late"), mapping={"status": "running"})
+    assert db.join_pool(Q, "late", Share("bulk", None, 1.0, 1.0), chunks("late", 100, 10), 0) == []
+    order = []
+    for _ in range(12):
+        chunk_id, units = out.pop(0)
+        _, given = db.end_chunk(Q, batch_of((chunk_id, units)), chunk_id, 0.1, len(units), 0)
+        out += given
+        order += [batch_of(c) for c in given]
+    assert order[0] == "late", order
+    assert 4 <= Counter(order)["late"] <= 8, order
+
+
 def test_capacity_is_the_registered_slots_until_they_lapse(db: Store):
     assert db.pool_slots(Q) == 0
     db.register_slots(Q, "node-1", 2, ttl_s=1.5, headroom=0)
