@@ -149,4 +149,8 @@ def test_a_cuda_agent_waits_on_the_gpu_queue(cluster_env, db, write_spec):
     spec = small_spec(agents=agents, items=["1-1"], protocol={"episodes": 2, "seed": 0})
     submitted = arena("submit", str(write_spec(spec)), env=cluster_env)
     assert submitted.returncode == 0, submitted.stderr
-    assert (db.r.llen("gpu"), db.r.llen("cpu")) == (2, 2)  # one unit per chunk, per episode
+    # One unit per chunk, per episode: on each queue, one chunk in the broker (no worker yet:
+    # the pool's smallest window) and one waiting in its pool (docs/architecture.md, "Sharing").
+    assert (db.r.llen("gpu"), db.r.llen("cpu")) == (1, 1)
+    pools = [(e.waiting_chunks, e.out_chunks) for q in ("gpu", "cpu") for e in db.pool_batches(q)]
+    assert pools == [(1, 1), (1, 1)]
