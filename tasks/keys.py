@@ -38,7 +38,9 @@ Sharing a pool (tasks/store_sharing.py, tasks/fair_share.py, tasks/lua/; `{queue
   its chunks not yet given to the broker; `pool:{queue}:out:{batch}` hash: chunk id -> seconds
   charged, its chunks given to the broker and not finished; `pool:{queue}:slots` sorted set:
   worker node -> when its registration lapses (Redis's clock); `pool:{queue}:slot_counts`
-  hash: worker node -> its processes consuming the queue.
+  hash: worker node -> its processes consuming the queue; `pool:{queue}:backlog` list: one
+  entry per chunk waiting in the pool (only its length means anything: what KEDA's redis scaler
+  and arena_queue_depth read, since the broker's list holds a window only).
 Teams (tasks/store_teams.py, tasks/teams.py; `{team}`: a team's name, `-` for none):
   `team:{team}:counts` hash: state (run, submitted, refused) -> units; `team:{team}:flight`
   hash: batch id -> `settled`, or `pending:{units}:{until}` while its submission runs (the
@@ -193,6 +195,9 @@ class Keys:
 
     def pool_out(self, queue: str, batch_id: str) -> str:
         return f"{self.pool(queue)}out:{batch_id}"
+
+    def pool_backlog(self, queue: str) -> str:
+        return f"{self.pool(queue)}backlog"
 
     # -- teams (tasks/store_teams.py, tasks/teams.py) ------------------------------------------
     def team_counts(self, team: str) -> str:

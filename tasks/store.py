@@ -45,8 +45,15 @@ class Store(Boards, UnitResults, InFlight, Sharing, TeamRecords):
         self.r.ping()
 
     def queue_lengths(self, queues: Iterable[str]) -> dict[str, int]:
-        """Messages waiting in each broker queue (one LLEN each)."""
-        return broker.queue_lengths(self.r, queues)
+        """Chunks waiting for a worker in each queue: the broker's messages, and the chunks
+        its pool holds back until a slot frees (tasks/fair_share.py; one LLEN each)."""
+        queues = list(queues)
+        in_broker = broker.queue_lengths(self.r, queues)
+        with self.r.pipeline(transaction=False) as pipe:
+            for queue in queues:
+                pipe.llen(self.keys.pool_backlog(queue))
+            held = pipe.execute()
+        return {q: in_broker[q] + int(n) for q, n in zip(queues, held, strict=True)}
 
     def write_probe(self) -> None:
         """Write one short-lived key: raises redis-py's error when Redis refuses writes."""

@@ -79,6 +79,27 @@ local function before(a, ta, b, tb)
   return a.seq < b.seq
 end
 
+-- `{pool}backlog` is a list as long as the pool's chunks waiting here, kept so by every script:
+-- what an autoscaler that reads a list's length (KEDA's redis scaler) and arena_queue_depth see
+-- of the work the broker does not hold yet (its entries are only counted, never read).
+local function mirror_backlog(list)
+  local waiting = 0
+  for _, e in ipairs(list) do waiting = waiting + e.waiting end
+  local key = POOL .. 'backlog'
+  local have = redis.call('LLEN', key)
+  if waiting == 0 then
+    redis.call('DEL', key)
+  elseif have > waiting then
+    redis.call('LTRIM', key, 0, waiting - 1)
+  end
+  while have < waiting do
+    local push = {}
+    for i = 1, math.min(waiting - have, 1000) do push[i] = '1' end
+    redis.call('RPUSH', key, unpack(push))
+    have = have + #push
+  end
+end
+
 -- Give the broker chunks while the pool's out is below its capacity; returns them (the raw
 -- JSON [chunk id, [units]]) for the caller to publish.
 local function release(list)
@@ -108,5 +129,6 @@ local function release(list)
     popped[#popped + 1] = raw
   end
   for _, e in pairs(changed) do store(e) end
+  mirror_backlog(list)
   return popped
 end

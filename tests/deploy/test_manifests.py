@@ -36,6 +36,7 @@ from celery import Celery
 
 from arena.embedded import embedded_redis
 from tasks.app import QUEUES, configure
+from tasks.keys import Keys
 from tasks.settings import ArenaSettings, celery_url
 from tasks.spec import Protocol
 from tasks.units import chunk_time_limits
@@ -485,19 +486,25 @@ def test_scaled_objects_scale_each_pool_on_the_queue_it_consumes(
         assert ref.get("kind", "Deployment") == "Deployment"
         worker = get(objects, "Deployment", ref["name"])
         container = containers(worker)[0]
-        (trigger,) = obj["spec"]["triggers"]
-        assert trigger["type"] == "redis"
-        meta = trigger["metadata"]
-        assert meta["listName"] in QUEUES
-        assert meta["listName"] == option(argv(container), "--queues")
-        # KEDA runs in its own namespace: the address must name this one.
-        assert meta["address"] == f"redis.{obj['metadata']['namespace']}.svc:{redis_port}"
-        url = env(container)["ARENA_REDIS_URL"]["value"]
-        assert meta.get("databaseIndex", "0") == (urlsplit(url).path.strip("/") or "0")
-        assert int(meta["listLength"]) >= 1
-        auth = get(objects, "TriggerAuthentication", trigger["authenticationRef"]["name"])
-        (password,) = [r for r in auth["spec"]["secretTargetRef"] if r["parameter"] == "password"]
-        assert (password["name"], password["key"]) == (SECRET, PASSWORD_KEY)
+        # The broker's list holds a window of the pool; the rest waits in the pool's backlog
+        # (tasks/keys.py names it): the pool scales on both.
+        queue = option(argv(container), "--queues")
+        assert queue in QUEUES
+        prefix = env(container).get("ARENA_KEY_PREFIX", {}).get("value", "arena:")
+        lists = [t["metadata"]["listName"] for t in obj["spec"]["triggers"]]
+        assert lists == [queue, Keys(prefix).pool_backlog(queue)]
+        for trigger in obj["spec"]["triggers"]:
+            assert trigger["type"] == "redis"
+            meta = trigger["metadata"]
+            # KEDA runs in its own namespace: the address must name this one.
+            assert meta["address"] == f"redis.{obj['metadata']['namespace']}.svc:{redis_port}"
+            url = env(container)["ARENA_REDIS_URL"]["value"]
+            assert meta.get("databaseIndex", "0") == (urlsplit(url).path.strip("/") or "0")
+            assert int(meta["listLength"]) >= 1
+            auth = get(objects, "TriggerAuthentication", trigger["authenticationRef"]["name"])
+            refs = auth["spec"]["secretTargetRef"]
+            (password,) = [r for r in refs if r["parameter"] == "password"]
+            assert (password["name"], password["key"]) == (SECRET, PASSWORD_KEY)
         assert obj["spec"]["maxReplicaCount"] >= max(1, obj["spec"]["minReplicaCount"])
 
 

@@ -169,6 +169,23 @@ def test_a_cancelled_batch_gives_out_nothing_more(db: Store):
     assert not db.r.keys("arena:pool:*")
 
 
+def test_the_queue_depth_counts_the_chunks_a_pool_holds_back(db: Store):
+    """The broker's list holds a window only: what an autoscaler (KEDA reads one list's
+    length) and arena_queue_depth see of the rest is the pool's backlog list."""
+    db.register_slots(Q, "node-1", 2, ttl_s=60, headroom=0)
+    first = join(db, "big", Share("bulk", None, 1.0, 1.0), count=100)
+    join(db, "small", Share("scheduled", None, 1.0, 1.0), count=5)
+    assert len(first) == 2  # given to the broker (not published here: the test is the worker)
+    assert db.queue_lengths([Q]) == {Q: 98 + 5}
+    assert db.r.llen(db.keys.pool_backlog(Q)) == 103
+    _, given = db.end_chunk(Q, "big", first[0][0], 0.5, 1, headroom=0)
+    assert [batch_of(c) for c in given] == ["small"] and db.queue_lengths([Q]) == {Q: 102}
+    db.set_status("big", "cancelled", "cancelled by user")
+    db.release_pool(Q, headroom=0)
+    # The cancelled batch's chunks wait for nobody, and its place went to the small one's next.
+    assert db.queue_lengths([Q]) == {Q: 3}
+
+
 def test_a_chunk_ending_twice_frees_one_place(db: Store):
     """A second delivery's end finds the chunk out no more: the window never grows."""
     db.register_slots(Q, "node-1", 2, ttl_s=60, headroom=0)
