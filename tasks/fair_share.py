@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from tasks.spec import PRIORITIES, Priority
-from tasks.validation import InputError
+from tasks.validation import SpecRefused
 
 # What a unit is assumed to take before the batch's first chunk ended (then: its EWMA).
 DEFAULT_UNIT_S = 1.0
@@ -55,7 +55,7 @@ def priority_of(
     chosen = asked or default
     if chosen == "interactive" and units > interactive_max:
         if asked == "interactive":
-            raise InputError(
+            raise SpecRefused(
                 f"priority: interactive batches have at most {interactive_max} units "
                 f"(ARENA_INTERACTIVE_MAX_UNITS); this one has {units}: use scheduled or bulk"
             )

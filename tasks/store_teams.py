@@ -86,7 +86,8 @@ class TeamRecords(StoreBase):
                     if gone:
                         pipe.hdel(flight, *gone)
                     pipe.hset(flight, batch_id, f"pending:{units}:{now + HOLD_S:.0f}")
-                    pipe.hincrby(days, str(today), units)
+                    if units:
+                        pipe.hincrby(days, str(today), units)
                     stale = [day for day in by_day if int(day) < today - 1]
                     if stale:
                         pipe.hdel(days, *stale)
@@ -106,12 +107,29 @@ class TeamRecords(StoreBase):
             pipe.execute()
 
     def release_team_units(self, team: str, batch_id: str, reserved: int) -> None:
-        """The submission was refused after its units were counted: they are not. The batch
-        stays listed only if it runs for the team (the next look drops it otherwise)."""
-        with self.r.pipeline(transaction=True) as pipe:
-            pipe.hset(self.keys.team_flight(team), batch_id, SETTLED)
-            self._adjust_today(pipe, team, -reserved)
-            pipe.execute()
+        """The submission was refused after its units were counted: they are not, and a refusal
+        leaves no trace of itself (the batch stays listed only if it runs for the team)."""
+        flight, days = self.keys.team_flight(team), self.keys.team_days(team)
+        runs = self.r.hmget(self.keys.batch(batch_id), "status", "team") == ["running", team]
+        today = str(int(self._redis_now() // DAY_S))
+        with self.r.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(days)
+                    left = int(pipe.hget(days, today) or 0) - reserved
+                    pipe.multi()
+                    if runs:
+                        pipe.hset(flight, batch_id, SETTLED)
+                    else:
+                        pipe.hdel(flight, batch_id)
+                    if left > 0:
+                        pipe.hset(days, today, left)
+                    else:
+                        pipe.hdel(days, today)  # an empty day is no count, an empty hash no key
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue  # another submission of the team counted meanwhile: again
 
     def _adjust_today(self, pipe: redis.client.Pipeline, team: str, units: int) -> None:
         if units:

@@ -12,6 +12,11 @@ class InputError(ValueError):
     """Bad user input; the message is one line that names the offending field."""
 
 
+class SpecRefused(InputError):
+    """The spec itself is refused by a rule found only at submission (an interactive batch too
+    big for its class): the API's 422, not the 409 of a conflict with what is stored."""
+
+
 class RunFailed(RuntimeError):
     """A run that could not be followed to its end (Redis lost for too long, the batch gone):
     one line, exit status 1."""

@@ -39,7 +39,7 @@ from tasks.spec import MAX_SPEC_BYTES
 from tasks.store import Store
 from tasks.submit import Submission
 from tasks.teams import NotAllowed, QuotaExceeded
-from tasks.validation import InputError, RunFailed
+from tasks.validation import InputError, RunFailed, SpecRefused
 from tasks.workloads import validate_batch
 
 
@@ -187,6 +187,8 @@ def submit_batch(
     except QuotaExceeded as exc:
         later = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
         raise HTTPException(429, str(exc), headers=later) from None
+    except SpecRefused as exc:
+        raise HTTPException(422, str(exc)) from None
     except InputError as exc:
         raise HTTPException(409, str(exc).replace("--fresh", "fresh")) from None
 

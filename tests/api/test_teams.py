@@ -208,3 +208,22 @@ def test_team_metrics_count_submitted_refused_and_waiting(
     assert 'arena_team_units_total{state="run",team="vision"} 0.0' in text
     assert 'arena_team_units_waiting{team="vision"} 30.0' in text
     assert 'arena_team_units_waiting{team="nlp"} 0.0' in text
+
+
+def test_an_interactive_batch_over_its_class_limit_is_a_422_naming_priority(
+    client: TestClient,
+    db: Store,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The spec asks for a class its size may not have: the spec's fault (422), not a conflict
+    with what is stored (409); nothing stored, the team's reservation given back."""
+    monkeypatch.setenv("ARENA_INTERACTIVE_MAX_UNITS", "10")
+    before = snapshot(db)
+    answer = submit(client, NLP, priority="interactive")
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"] == (
+        "priority: interactive batches have at most 10 units (ARENA_INTERACTIVE_MAX_UNITS); "
+        f"this one has {UNITS}: use scheduled or bulk"
+    )
+    assert refused_changes(before, snapshot(db), db) == {}
+    assert submit(client, NLP, priority="scheduled").status_code == 202
