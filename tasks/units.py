@@ -9,6 +9,7 @@ from contextlib import suppress
 from functools import partial
 from typing import Any
 
+import redis
 from celery import Signature, Task
 from celery.signals import (
     worker_process_init,
@@ -17,6 +18,8 @@ from celery.signals import (
     worker_shutdown,
 )
 from celery.utils.log import get_task_logger
+from kombu.exceptions import OperationalError
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from tasks import broker, liveness, metrics, reaper, watchdog
 from tasks.app import app, store
@@ -250,7 +253,7 @@ def end_chunk(
     """The chunk leaves its pool's window and releases the next chunks (tasks/fair_share.py);
     the units it ran count for its batch's team (the same round trip)."""
     _, released = db.end_chunk(queue, batch_id, chunk_id, took_s, ran, settings.queue_headroom)
-    publish_released(released)
+    publish_released(released, settings.redis_retry_s)
 
 
 def released_signatures(released: list[Chunk]) -> list[Signature]:
@@ -262,11 +265,25 @@ def released_signatures(released: list[Chunk]) -> list[Signature]:
     return signatures
 
 
-def publish_released(released: list[Chunk]) -> None:
-    if released:
-        with app.producer_or_acquire() as producer:
-            for message in released_signatures(released):
-                message.apply_async(producer=producer)
+def publish_released(released: list[Chunk], retry_s: float = 0.0) -> None:
+    """Publish what a pool released. Through a Redis outage or a Redis refusing writes this
+    keeps trying for `retry_s` (ARENA_REDIS_RETRY_S), as unit results do: the chunks are
+    already out of their waiting list, and dropped here they would wait for the watchdog's
+    lost-unit scan. A message published twice runs once (its results are stored)."""
+    if not released:
+        return
+    signatures = released_signatures(released)
+    retrying = Retrying(
+        retry=retry_if_exception_type((redis.RedisError, OSError, OperationalError)),
+        wait=wait_exponential(multiplier=0.2, max=5.0),
+        stop=stop_after_delay(retry_s),
+        reraise=True,
+    )
+    for attempt in retrying:
+        with attempt, app.producer_or_acquire() as producer:
+            while signatures:
+                signatures[0].apply_async(producer=producer)
+                signatures.pop(0)
 
 
 def chunk_signature(batch_id: str, chunk_id: str, units: list[Unit]) -> Signature:
