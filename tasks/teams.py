@@ -102,10 +102,6 @@ class Caller:
     role: Role
     team: Team | None = None
 
-    @property
-    def team_name(self) -> str | None:
-        return self.team.name if self.team else None
-
     def describe(self) -> str:
         return f"role {self.role}" + (f" (team {self.team.name!r})" if self.team else "")
 
