@@ -81,6 +81,16 @@ def test_weights_share_across_teams_then_across_a_teams_batches(db: Store):
     assert entries["b1"].team is None or entries["b1"].team == "beta"
 
 
+def test_a_spec_s_weight_cannot_take_another_team_s_share(db: Store):
+    """A hostile spec asks for the largest batch weight (1000): it only orders its own team's
+    batches. Across teams the operator's team weights decide (equal here): half each."""
+    db.register_slots(Q, "node-1", 1, ttl_s=60, headroom=0)
+    first = join(db, "greedy", Share("bulk", "alpha", 1.0, 1000.0), count=300)
+    join(db, "modest", Share("bulk", "beta", 1.0, 1.0), count=300)
+    ran = Counter(run_one_at_a_time(db, first, 200))
+    assert 95 <= ran["greedy"] <= 105 and 95 <= ran["modest"] <= 105, ran
+
+
 def test_shares_are_of_seconds_not_of_chunks(db: Store):
     """A batch whose chunks take 4x as long gets a quarter of the chunks: equal time."""
     db.register_slots(Q, "node-1", 1, ttl_s=60, headroom=0)
