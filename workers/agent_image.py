@@ -14,7 +14,9 @@ The image is run by its content id, resolved when the batch was submitted
 from __future__ import annotations
 
 import contextlib
+import io
 import json
+import math
 import os
 import shutil
 import socket
@@ -72,22 +74,44 @@ class NotHttp(ValueError):
     """An answer that is not HTTP/1.x."""
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The socket's bytes, each receive given what is left of the exchange's deadline: a
+    socket timeout alone is per receive, and an answer dripped a byte at a time would last
+    as long as the agent liked."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.ends_at = math.inf
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.ends_at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline for the whole answer passed")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
 class UnixHttp:
     """A small HTTP/1.1 client over a unix socket: keep-alive, each request in one write (a
     frame and its headers wake the agent once), answers with Content-Length, chunked, or read
     to the close. http.client costs 0.1-0.4 ms more a request, httpx ~0.7 ms more again; a
-    Mario step is ~6 ms (docs/agents.md, "Cost per step")."""
+    Mario step is ~6 ms (docs/agents.md, "Cost per step"). Each exchange, the request and its
+    whole answer, ends within `timeout_s` (TimeoutError), however the answer is paced."""
 
     def __init__(self, socket_path: Path, timeout_s: float) -> None:
         self.socket_path, self.timeout_s = str(socket_path), timeout_s
         self._sock: socket.socket | None = None
+        self._raw: _DeadlineReader | None = None
         self._reader: Any = None
 
     def close(self) -> None:
         if self._sock is not None:
             self._reader.close()
             self._sock.close()
-        self._sock = self._reader = None
+        self._sock = self._reader = self._raw = None
 
     def exchange(
         self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
@@ -96,10 +120,14 @@ class UnixHttp:
         the connection is closed, so the next request opens a fresh one."""
         lines = [f"{method} {path} HTTP/1.1", "Host: agent", f"Content-Length: {len(body)}"]
         lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        ends_at = time.monotonic() + self.timeout_s
         try:
             if self._sock is None:
                 self._connect()
-            assert self._sock is not None
+            assert self._sock is not None and self._raw is not None
+            self._raw.ends_at = ends_at
+            # sendall's timeout is for the whole send (Python >= 3.5)
+            self._sock.settimeout(max(ends_at - time.monotonic(), 0.001))
             self._sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
             status, data, close = self._answer()
         except BaseException:  # a timeout, a reset, or the unit's deadline mid-answer
@@ -117,7 +145,8 @@ class UnixHttp:
         except OSError:
             sock.close()
             raise
-        self._sock, self._reader = sock, sock.makefile("rb")
+        self._raw = _DeadlineReader(sock)
+        self._sock, self._reader = sock, io.BufferedReader(self._raw)
 
     def _answer(self) -> tuple[int, bytes, bool]:
         line = self._reader.readline(MAX_LINE)

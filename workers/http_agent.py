@@ -1,16 +1,23 @@
 """An agent behind an HTTP endpoint, so agents in any language (LLM agents included) can play.
 
 Protocol: for every move Arena POSTs JSON `{"game", "player", "seed", "observation"}` to the
-endpoint and expects `{"action": ...}` back within the per-move timeout. Anything else — a
-timeout, a refused connection, a non-2xx status, a body that is not JSON or has no "action" —
-raises HttpAgentError; the match runner then plays the game's default action and counts a fault.
+endpoint and expects `{"action": ...}` back within the per-move timeout: the whole answer,
+not each read (workers/bounded_http.py), of at most MAX_ANSWER_BYTES, read while it streams.
+Anything else — a timeout, a refused connection, a non-2xx status, a bigger answer, a body that
+is not JSON or has no "action" — raises HttpAgentError; the match runner then plays the game's
+default action and counts a fault.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
+
+from workers.bounded_http import Answer, AnswerTooLarge, bounded_client, fetch
+
+MAX_ANSWER_BYTES = 1 << 20  # an answer is an action; 1 MiB is far past any legal one
 
 
 class HttpAgentError(RuntimeError):
@@ -57,7 +64,7 @@ class HttpAgent:
     ) -> None:
         self.url = url
         self.timeout_s = timeout_s
-        self._client = httpx.Client(timeout=timeout_s, headers=headers or {})
+        self._client = bounded_client(timeout_s, headers)
         self._context: dict[str, Any] = {}
         self.breaker = CircuitBreaker(trip_after, probe_every)
 
@@ -67,24 +74,34 @@ class HttpAgent:
     def act(self, observation: dict[str, Any]) -> Any:
         self.breaker.check()
         try:
-            response = self._client.post(
-                self.url, json={**self._context, "observation": observation}
+            answer = fetch(
+                self._client,
+                "POST",
+                self.url,
+                json={**self._context, "observation": observation},
+                max_bytes=MAX_ANSWER_BYTES,
+                deadline_s=self.timeout_s,
             )
         except httpx.TimeoutException:
             self.breaker.failed()
-            raise HttpAgentError(f"no answer within {self.timeout_s:g}s") from None
+            raise HttpAgentError(
+                f"no answer within {self.timeout_s:g}s (the deadline for the whole answer)"
+            ) from None
+        except AnswerTooLarge as exc:
+            self.breaker.succeeded()  # it answered: the endpoint is up, its answer is not one
+            raise HttpAgentError(str(exc)) from None
         except httpx.HTTPError as exc:
             self.breaker.failed()
             raise HttpAgentError(f"request failed: {type(exc).__name__}: {exc}") from None
         self.breaker.succeeded()
-        return self._action(response)
+        return self._action(answer)
 
     @staticmethod
-    def _action(response: httpx.Response) -> Any:
-        if not response.is_success:
-            raise HttpAgentError(f"HTTP {response.status_code}")
+    def _action(answer: Answer) -> Any:
+        if not answer.is_success:
+            raise HttpAgentError(f"HTTP {answer.status}")
         try:
-            body = response.json()
+            body = json.loads(answer.body)
         except ValueError:
             raise HttpAgentError("answer is not JSON") from None
         if not isinstance(body, dict) or "action" not in body:

@@ -11,6 +11,11 @@ OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama) speaks it.
 Retried: 408, 409, 429, 5xx, refused connections and timeouts, `retries` times, waiting what
 Retry-After says (seconds or a date, up to 60 s; longer: given up at once) or else an exponential
 backoff with jitter (0.5 s doubling to 8 s).
+
+Each attempt ends within the spec's `timeout_s` from the moment it passes the Gate: the whole
+answer, not each read (workers/bounded_http.py), and at most MAX_RESPONSE_BYTES of it, read while
+it streams. Retries do not share one deadline: a request takes at most (retries + 1) x timeout_s
+plus the waits between attempts and in the Gate.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from workers.bounded_http import AnswerTooLarge, bounded_client, fetch
 from workers.llm.config import LlmConfig
 from workers.llm.services import Gate
 
@@ -93,10 +99,8 @@ def _retryable(exc: BaseException) -> bool:
 class ChatClient:
     def __init__(self, config: LlmConfig, gate: Gate, api_key: str | None) -> None:
         self.config, self.gate = config, gate
-        headers = {"Accept-Encoding": "identity"}  # the size cap counts what is decoded
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self.http = httpx.Client(timeout=config.timeout_s, headers=headers)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = bounded_client(config.timeout_s, headers)
         self.url = f"{config.base_url}/chat/completions"
 
     def parameters(self) -> dict[str, Any]:
@@ -137,14 +141,25 @@ class ChatClient:
         with self.gate.slot(tokens):
             started = time.perf_counter()
             try:
-                with self.http.stream("POST", self.url, json=body) as response:
-                    content = _read_capped(response)
+                response = fetch(
+                    self.http,
+                    "POST",
+                    self.url,
+                    json=body,
+                    max_bytes=MAX_RESPONSE_BYTES,
+                    deadline_s=self.config.timeout_s,
+                )
             except httpx.TimeoutException:
-                raise _Retryable(f"no answer within {self.config.timeout_s:g}s") from None
+                raise _Retryable(
+                    f"no answer within {self.config.timeout_s:g}s (the deadline for the whole "
+                    "answer)"
+                ) from None
             except httpx.TransportError as exc:
                 raise _Retryable(f"connection failed: {type(exc).__name__}: {exc}") from None
+            except AnswerTooLarge as exc:
+                raise ChatError(str(exc)) from None
             latency_s = time.perf_counter() - started
-        status = response.status_code
+        status, content = response.status, response.body
         if status in RETRIED_STATUSES:
             raise _Retryable(f"HTTP {status}", retry_after(response.headers))
         if not response.is_success:
@@ -159,15 +174,6 @@ class ChatClient:
 
     def close(self) -> None:
         self.http.close()
-
-
-def _read_capped(response: httpx.Response) -> bytes:
-    body = bytearray()
-    for chunk in response.iter_bytes():
-        body += chunk
-        if len(body) > MAX_RESPONSE_BYTES:
-            raise ChatError(f"the answer is over {MAX_RESPONSE_BYTES:,} bytes")
-    return bytes(body)
 
 
 def _completion(answer: dict[str, Any], latency_s: float, attempts: int) -> Completion:

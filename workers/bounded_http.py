@@ -1,0 +1,242 @@
+"""HTTP from the worker to an endpoint someone else runs (an HTTP agent, an llm endpoint), with
+every answer bounded in size and every request held to a total deadline.
+
+Size: the body is read while streaming and refused as soon as it passes the caller's cap, the
+rest unread. `Accept-Encoding: identity` is asked for and an answer that is compressed anyway
+is refused, so the bytes counted are the bytes kept (a 64 KiB gzip chunk can inflate to 64 MB
+in one decoder call).
+
+Time: httpx's timeouts are per socket operation, so an endpoint that drips one byte every few
+seconds (each read within its timeout) holds a request for as long as it likes. Here every
+connect, read and write a request makes is given min(its own timeout, what is left of the
+request's deadline), and none starts once the deadline has passed. That is done in httpcore's
+documented extension point for I/O (a NetworkBackend passed to `httpcore.ConnectionPool`),
+through a transport of our own (httpx.BaseTransport, the documented way to plug one into
+httpx.Client), so it holds for the status line, the headers and the body alike, on
+keep-alive connections too. The alternative, a watchdog thread that shuts the socket at the
+deadline, needs the socket before the answer's headers, which httpx exposes only after them.
+The deadline lives in a ContextVar: each thread (and each asyncio task) has its own.
+
+Not covered: the name lookup inside connect (a spec's host names a resolvable host; the
+connect timeout bounds the TCP part); environment proxies (HTTP_PROXY and the like) are not
+used, as with any custom transport in httpx: endpoints are reached directly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import httpcore
+import httpx
+
+WRITE_PIECE = 16 << 10  # a write is cut in pieces, each held to what is left of the deadline
+IDENTITY = {"Accept-Encoding": "identity"}  # the size cap counts the bytes as they arrive
+
+_deadline: ContextVar[float] = ContextVar("arena_http_deadline", default=math.inf)
+
+
+class AnswerTooLarge(ValueError):
+    """The answer passed the cap (or was compressed, so its size is unknown): the sender's
+    fault; the rest was not read."""
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Every HTTP operation this thread starts inside the block ends by `seconds` from now (or
+    by an enclosing block's deadline, if sooner), with a timeout error."""
+    token = _deadline.set(min(_deadline.get(), time.monotonic() + seconds))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def _left(timeout: float | None, expired: type[httpcore.TimeoutException]) -> float:
+    left = _deadline.get() - time.monotonic()
+    if left <= 0:
+        raise expired("the deadline for the whole answer passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        for start in range(0, len(buffer), WRITE_PIECE):
+            piece = buffer[start : start + WRITE_PIECE]
+            self._inner.write(piece, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        wait = _left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, wait))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's own sync backend, every operation held to the current deadline."""
+
+    def __init__(self, inner: httpcore.NetworkBackend | None = None) -> None:
+        self._inner = inner or httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        wait = _left(timeout, httpcore.ConnectTimeout)
+        stream = self._inner.connect_tcp(host, port, wait, local_address, socket_options)
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        wait = _left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._inner.connect_unix_socket(path, wait, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+@contextmanager
+def _as_httpx(request: httpx.Request) -> Iterator[None]:
+    """httpcore's errors as httpx's (each httpcore error class has its namesake in httpx), so
+    callers catch httpx.TimeoutException and httpx.TransportError as with httpx's own transport."""
+    try:
+        yield
+    except httpcore.TimeoutException as exc:
+        raise getattr(httpx, type(exc).__name__, httpx.TimeoutException)(
+            str(exc), request=request
+        ) from exc
+    except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
+        raise getattr(httpx, type(exc).__name__, httpx.TransportError)(
+            str(exc), request=request
+        ) from exc
+
+
+class _Body(httpx.SyncByteStream):
+    def __init__(self, stream: Iterable[bytes], request: httpx.Request) -> None:
+        self._stream, self._request = stream, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _as_httpx(self._request):
+            yield from self._stream
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            with _as_httpx(self._request):
+                close()
+
+
+class DeadlineTransport(httpx.BaseTransport):
+    """An httpx transport over an httpcore pool whose I/O keeps to the current deadline."""
+
+    def __init__(self) -> None:
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            network_backend=DeadlineBackend(),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.SyncByteStream)
+        url = request.url
+        sent = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _as_httpx(request):
+            answer = self._pool.handle_request(sent)
+        assert isinstance(answer.stream, Iterable)
+        return httpx.Response(
+            status_code=answer.status,
+            headers=answer.headers,
+            stream=_Body(answer.stream, request),
+            extensions=answer.extensions,
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def bounded_client(timeout_s: float, headers: dict[str, str] | None = None) -> httpx.Client:
+    """An httpx.Client for endpoints from outside: `timeout_s` per operation (the deadline of
+    each request is the caller's, see `fetch`), asking for answers uncompressed."""
+    return httpx.Client(
+        timeout=timeout_s, headers={**IDENTITY, **(headers or {})}, transport=DeadlineTransport()
+    )
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status < 300
+
+
+def fetch(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    max_bytes: int,
+    deadline_s: float,
+    **request: Any,
+) -> Answer:
+    """One request and its whole answer, within `deadline_s` from now (else an
+    httpx.TimeoutException) and `max_bytes` of body (else AnswerTooLarge). A client from
+    `bounded_client`, or the deadline holds only between reads."""
+    with deadline(deadline_s), client.stream(method, url, **request) as response:
+        body = read_capped(response, max_bytes)
+    return Answer(response.status_code, response.headers, body)
+
+
+def read_capped(response: httpx.Response, max_bytes: int) -> bytes:
+    """The body of a streamed response, refused past `max_bytes` without reading further."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise AnswerTooLarge(f"the answer is compressed ({encoding}) though identity was asked")
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise AnswerTooLarge(
+            f"the answer is over {max_bytes:,} bytes (the cap): it declares {int(declared):,}"
+        )
+    body = bytearray()
+    for chunk in response.iter_raw():
+        body += chunk
+        if len(body) > max_bytes:
+            raise AnswerTooLarge(
+                f"the answer is over {max_bytes:,} bytes (the cap): not read further"
+            )
+    return bytes(body)
