@@ -54,6 +54,9 @@ class ArenaSettings(BaseSettings):
     # Disk a race check may fill in its work dir, in MiB (local sandbox: the helper measures
     # the work dir and kills the command past it). 0: no limit.
     sandbox_disk_mb: int = Field(10240, ge=0, le=1 << 30)
+    # All race environments kept under the work dir together, in MiB: past it, the least
+    # recently used go first (one environment is at most sandbox_disk_mb). 0: no limit.
+    race_env_cache_mb: int = Field(20480, ge=0, le=1 << 30)
     # Docker sandbox: the image commands run in (it must hold the race's toolchain), CPUs per
     # container (0: no limit) and processes per container (the fork-bomb cap).
     sandbox_image: str = Field("arena-worker-cpu:latest", min_length=1)
@@ -79,6 +82,10 @@ class ArenaSettings(BaseSettings):
     # worker process left (docs/mario.md, "Batching").
     shared_inference: Literal["auto", "always", "never"] = "auto"
     inference_idle_s: float = Field(60.0, ge=0, le=86_400, allow_inf_nan=False)
+    # A worker process waits for a shared inference process's answer as long as it hears from
+    # it (a request queued behind others' is told so every second) at least every step
+    # timeout + this; only a host silent that long is broken (an infrastructure error).
+    inference_silence_s: float = Field(30.0, ge=2, le=3600, allow_inf_nan=False)
     # `arena api`: bearer tokens (comma-separated) that may submit and cancel. None: the API's
     # write endpoints refuse (503); a secret, so never shown in a repr or a log.
     api_tokens: SecretStr = SecretStr("")
@@ -117,12 +124,29 @@ class ArenaSettings(BaseSettings):
     # spec from the API or a schedule (comma-separated). Empty: the CLI's own user may name any
     # (they are the operator), the API none.
     agent_hosts: str = ""
+    # Paths and hosts from outside (docs/security.md, "Every path and host is confined"):
+    # folders (comma-separated) a Mario agent's `sb3:` checkpoint must lie under (its real
+    # path). Empty: the CLI's own user may name any file (they are the operator), the API none.
+    checkpoint_roots: str = ""
+    # Hosts a race's remote `repo` URL may name (comma-separated `host` or `host:port`, IPv6 as
+    # `[::1]`). Empty: the CLI's own user may name any (they are the operator), the API none.
+    repo_hosts: str = ""
+    # The total deadline of a git network operation: a worker's clone (git killed past it),
+    # and the shorter one of `ls-remote` while a spec is validated (it holds an API thread).
+    git_timeout_s: float = Field(120.0, gt=0, le=86_400, allow_inf_nan=False)
+    git_check_timeout_s: float = Field(15.0, gt=0, le=3600, allow_inf_nan=False)
 
     def repo_root_list(self) -> list[Path]:
         return [Path(p.strip()) for p in self.repo_roots.split(",") if p.strip()]
 
     def repo_remote_schemes(self) -> list[str]:
         return [s.strip().lower() for s in self.repo_remotes.split(",") if s.strip()]
+
+    def checkpoint_root_list(self) -> list[Path]:
+        return [Path(p.strip()).expanduser() for p in self.checkpoint_roots.split(",") if p.strip()]
+
+    def repo_host_list(self) -> list[str]:
+        return [h.strip().lower() for h in self.repo_hosts.split(",") if h.strip()]
 
     def agent_host_list(self) -> list[str]:
         return [h.strip().lower() for h in self.agent_hosts.split(",") if h.strip()]

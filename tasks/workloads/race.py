@@ -44,6 +44,7 @@ from tasks.workloads.race_spec import (
 from tasks.workloads.race_view import format_board
 from workers.fingerprint import AgentFingerprint, commit_fingerprint
 from workers.race.check import CheckCommands, PythonEnvironment, run_check
+from workers.race.environment import CacheBounds
 from workers.race.git import GitError, resolve_commit
 from workers.sandbox import Sandbox, SandboxLimits
 from workers.sandbox.choose import get_sandbox
@@ -246,8 +247,11 @@ def repo_policy(asker: Asker, settings: ArenaSettings | None = None) -> RepoPoli
 def race_environment(params: RaceParams, settings: ArenaSettings) -> PythonEnvironment:
     """The race's own environment, kept under the work dir."""
     root = settings.work_dir or Path(tempfile.gettempdir())
+    bounds = CacheBounds(
+        disk_mb=settings.sandbox_disk_mb or None, cache_mb=settings.race_env_cache_mb or None
+    )
     return PythonEnvironment(
-        cache_root=root / "arena-race-envs", setup_command=params.setup_command
+        cache_root=root / "arena-race-envs", setup_command=params.setup_command, bounds=bounds
     )
 
 

@@ -235,7 +235,8 @@ def test_with_a_setup_command_no_two_commits_share_an_environment(repo: Path) ->
 def test_environments_unused_for_days_are_removed_when_another_is_built(tmp_path: Path) -> None:
     """The cache does not grow for ever: each use touches an environment's marker, and a build
     removes those no check has used for UNUSED_KEPT_S, but never one whose lock is held."""
-    from workers.race.environment import READY, UNUSED_KEPT_S, _locked, prune
+    from workers.race.env_cache import READY, UNUSED_KEPT_S, prune
+    from workers.race.env_cache import locked as _locked
 
     now = time.time()
     for key, age in (("fresh", 60.0), ("stale", UNUSED_KEPT_S + 60), ("busy", UNUSED_KEPT_S * 2)):

@@ -21,7 +21,12 @@ from scoring.race_lint import parse_lint_output
 from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
 from workers.race.builders import builder_for
-from workers.race.environment import EnvironmentFailed, EnvironmentRun, python_environment
+from workers.race.environment import (
+    CacheBounds,
+    EnvironmentFailed,
+    EnvironmentRun,
+    python_environment,
+)
 from workers.race.git import GitError, checkout, clone, commit_of, diff_stats, git
 from workers.sandbox import (
     CommandResult,
@@ -110,6 +115,7 @@ class PythonEnvironment(BaseModel):
 
     cache_root: Path
     setup_command: str | None = None
+    bounds: CacheBounds = CacheBounds()
 
 
 # `ruff check` (also `python -m ruff check`, `.venv/bin/ruff check`), not `myruff check`.
@@ -272,6 +278,7 @@ def _in_environment(
             echo,
             result.commit,
             (commands.build, commands.tests, commands.lint),
+            environment.bounds,
         )
     except EnvironmentFailed as exc:
         # A branch still at the base's commit fails in the base's own words, as the baseline.

@@ -22,7 +22,6 @@ pytest plugins) would otherwise shadow the project under test.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import re
 import shutil
@@ -30,23 +29,20 @@ import sys
 import time
 import tomllib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
+from workers.race.env_cache import READY, UNUSED_KEPT_S, evict_over, locked, prune, record_size
 from workers.sandbox import Sandbox
 
-READY = ".arena-ready"  # written last: an environment without it is a build that did not finish
 # A build that failed is remembered this long: the race's other checks of the same declarations
 # fail at once with its reason instead of building again (a later race tries anew).
 FAILED_KEPT_S = 600.0
-# An environment no check has used this long is removed when another is built: longer than any
-# check runs (3 commands × at most 6 h), so none is removed under a check using it.
-UNUSED_KEPT_S = 2 * 24 * 3600.0
 MAX_DECLARING_BYTES = 1 << 20
 INSTALL_TIMEOUT_S = 900.0
 TAIL_CHARS = 2_000
@@ -69,6 +65,16 @@ _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 class EnvironmentFailed(RuntimeError):
     """The environment cannot be made (a requirement with no wheel, a setup command that
     failed): the check cannot measure the branch, and says why."""
+
+
+class CacheBounds(BaseModel):
+    """What one environment (the check's disk limit) and the whole cache may take, in MiB;
+    None: no bound."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    disk_mb: int | None = None
+    cache_mb: int | None = None
 
 
 class EnvironmentRun(BaseModel):
@@ -192,7 +198,8 @@ def environment_key(
     interpreter: str = "",
     added: Sequence[str] = (),
 ) -> str:
-    """What an environment is made from: the interpreter, the declaring files, the tools added.
+    """What an environment is made from: the interpreter, the requirements the checkout declares
+    (parsed and sorted), the tools added.
     With a setup command, the checked commit too: the command may run the checkout's code
     (`pip install -e .`) with the environment writable, so a branch never shares an environment
     another check's code could have written."""
@@ -200,38 +207,17 @@ def environment_key(
     made_by = f"{setup_command}\0{commit}" if setup_command else ""
     interpreter = interpreter or f"{base_python()}\0{sys.version}"
     digest.update(f"{interpreter}\0{made_by}\0{' '.join(added)}\0".encode())
-    for path in declaring_files(checkout):
-        digest.update(f"{path.name}\0".encode() + _read(path).encode() + b"\0")
+    # What is installed, not the files' bytes: a comment or an order changed is the same
+    # environment (else each push of a branch could make one more, docs/security.md "Disk").
+    for requirement in sorted({_canonical(r) for r in declared_requirements(checkout)}):
+        digest.update(f"{requirement}\0".encode())
     return digest.hexdigest()[:24]
 
 
-@contextmanager
-def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
-    """The lock at `path`, held; with `wait=False`, yields False at once if another holds it."""
-    with path.open("a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def prune(cache_root: Path, now: float | None = None) -> list[str]:
-    """Remove the environments no check has used for UNUSED_KEPT_S (each use touches its
-    marker), skipping any whose lock another holds; the keys removed."""
-    cutoff = (time.time() if now is None else now) - UNUSED_KEPT_S
-    removed = []
-    for marker in sorted(cache_root.glob(f"*/{READY}")):
-        key = marker.parent.name
-        with _locked(cache_root / f"{key}.lock", wait=False) as held:
-            if held and marker.is_file() and marker.stat().st_mtime < cutoff:
-                shutil.rmtree(marker.parent, ignore_errors=True)
-                removed.append(key)
-    return removed
+def _canonical(requirement: str) -> str:
+    parsed = Requirement(requirement)  # declared_requirements let only valid ones through
+    parsed.name = canonicalize_name(parsed.name)
+    return str(parsed)
 
 
 class EnvironmentBuilder(ABC):
@@ -268,9 +254,11 @@ def python_environment(
     echo: Callable[[str], None] = print,
     commit: str = "",
     commands: Sequence[str | None] = (),
+    bounds: CacheBounds | None = None,
 ) -> tuple[Path, EnvironmentRun]:
     """The environment of `checkout` (at `commit`) for `commands`: reused when one with its key
-    is ready, else built now by `builder`."""
+    is ready, else built now by `builder`, within `bounds` (workers/race/env_cache.py)."""
+    bounds = bounds or CacheBounds()
     started = time.perf_counter()
     declared = declared_requirements(checkout)
     added = added_tools(commands, declared)
@@ -278,7 +266,7 @@ def python_environment(
     key = environment_key(checkout, setup_command, commit, builder.interpreter(), added)
     cache_root.mkdir(parents=True, exist_ok=True)
     env, failed = cache_root / key, cache_root / f"{key}.failed"
-    with _locked(cache_root / f"{key}.lock"):
+    with locked(cache_root / f"{key}.lock"):
         if failed.is_file() and time.time() - failed.stat().st_mtime < FAILED_KEPT_S:
             raise EnvironmentFailed(f"{failed.read_text()} (this environment's build failed)")
         if (env / READY).is_file():
@@ -301,12 +289,24 @@ def python_environment(
         except EnvironmentFailed as exc:
             failed.write_text(str(exc)[:1000])
             raise
+        size = record_size(env)
+        if bounds.disk_mb is not None and size > bounds.disk_mb << 20:
+            shutil.rmtree(env, ignore_errors=True)
+            why = (
+                f"the environment takes {size >> 20} MiB, over the disk limit of "
+                f"{bounds.disk_mb} MiB (ARENA_SANDBOX_DISK_MB)"
+            )
+            failed.write_text(why)
+            raise EnvironmentFailed(why)
         failed.unlink(missing_ok=True)
         (env / READY).write_text(key)
     duration = time.perf_counter() - started
-    echo(f"== environment {key}: built in {duration:.1f}s")
+    echo(f"== environment {key}: built in {duration:.1f}s ({size >> 20} MiB)")
     for old in prune(cache_root):
         echo(f"== environment {old}: removed (unused for {UNUSED_KEPT_S / 86400:g} days)")
+    if bounds.cache_mb is not None:
+        for old in evict_over(cache_root, bounds.cache_mb << 20, keep=key):
+            echo(f"== environment {old}: removed (the cache was over {bounds.cache_mb} MiB)")
     return env, EnvironmentRun(
         key=key,
         reused=False,

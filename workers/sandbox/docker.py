@@ -36,7 +36,7 @@ from workers.sandbox.containers import (
     owner_labels,
     remove_quietly,
 )
-from workers.sandbox.docker_exec import EXIT_KILLED, READ_WAIT_S, follow
+from workers.sandbox.docker_exec import EXIT_KILLED, READ_WAIT_S, DiskCap, follow
 from workers.sandbox.docker_mounts import ExtraMount, python_env_variables, work_mounts
 from workers.sandbox.docker_wrapper import (
     KEEPER_MAX_S,
@@ -198,6 +198,7 @@ class DockerSession(SandboxSession):
         # Until when the container is labelled ours, at least (Unix time): its reap deadline.
         self.ends = time.time() + budget_s if budget_s is not None else 0.0
         self.container: Any = None
+        self.disk: DiskCap | None = None  # the last command's work dir cap
         self.deadline = 0.0  # the container's label deadline
         self.unset: list[str] | None = None  # the image's variables to drop, once known
         self.read_only: tuple[str, ...] = ()  # what the container's mounts make read-only
@@ -275,6 +276,8 @@ class DockerSession(SandboxSession):
             return None, False, f"the Docker engine failed: {exc}", True
         if oom:  # whatever sh made of it (`cmd || true`), the command did not run to its end
             return EXIT_KILLED, timed_out, out_of_memory(self.limits), False
+        if self.disk is not None and self.disk.why:
+            return EXIT_KILLED, timed_out, self.disk.why, False
         error = f"the command's output was cut short: {cap.failure}" if cap.failure else None
         return code, timed_out, error, False
 
@@ -322,7 +325,9 @@ class DockerSession(SandboxSession):
             self._discard()  # stopped meanwhile (the OOM killer chose its keeper): a fresh one
             self._ensure(client, source, timeout_s, read_only)
             exec_id = self._exec(client, command, env)
-        return follow(client, exec_id, timeout_s, cap, self.container, self._discard)
+        disk_mb = self.limits.disk_mb
+        self.disk = DiskCap(self.workdir, disk_mb) if disk_mb else None
+        return follow(client, exec_id, timeout_s, cap, self.container, self._discard, self.disk)
 
     def _ensure(
         self,

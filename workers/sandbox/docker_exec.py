@@ -6,11 +6,14 @@ wrapper could not say, the container's OOM count read by another exec. The sessi
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workers.sandbox._reaper.caps import Disk
 from workers.sandbox.docker_wrapper import (
     OOM_READ_WAIT_S,
     OOM_SCRIPT,
@@ -23,6 +26,7 @@ from workers.sandbox.docker_wrapper import (
 if TYPE_CHECKING:
     import docker
 
+DISK_TICK_S = 0.2  # how often the work dir's growth is looked at (a statvfs; a walk seldom)
 EXIT_KILLED = 137  # 128 + SIGKILL, as sh reports a killed command
 READ_WAIT_S = 10.0  # for the rest of the output once the container stopped
 
@@ -34,10 +38,11 @@ def follow(
     cap: OutputCap,
     container: Any,
     discard: Callable[[], None],
+    disk: DiskCap | None = None,
 ) -> tuple[int, bool, bool]:
     """Start the exec in `container` and follow it to its end or the deadline: (exit code, timed
     out, OOM-killed). `discard` removes the container (with every process in it) where the
-    command's end is not sure otherwise."""
+    command's end is not sure otherwise, and once the work dir passes `disk` (its `why` says)."""
     deadline = time.monotonic() + timeout_s
     status = WrapperStatus()
     stream = client.api.exec_start(exec_id, stream=True, demux=True)
@@ -45,7 +50,10 @@ def follow(
     reader = threading.Thread(target=drain_demuxed, args=(stream, cap, status), daemon=True)
     reader.start()
     try:
-        reader.join(remaining(deadline))
+        if _watched(reader, deadline, disk):  # past the disk limit: the container goes
+            discard()
+            reader.join(READ_WAIT_S)
+            return EXIT_KILLED, False, False
         info = None if reader.is_alive() else finished(client, exec_id, deadline)
         if info is None:  # the deadline: the container goes, with every process in it
             oom = oom_since(client, container, status.before())
@@ -67,6 +75,44 @@ def follow(
     discard()
     code = info.get("ExitCode")
     return (code if isinstance(code, int) else EXIT_KILLED), False, oom
+
+
+class _NoJail:
+    """The container's processes are the engine's: only the work dir's files are measured."""
+
+    def open_files(self, names: list[str]) -> list[os.stat_result]:
+        return []
+
+
+class DiskCap:
+    """The work dir's size under the check's disk limit (ARENA_SANDBOX_DISK_MB), measured as the
+    local jail's helper measures it (workers/sandbox/_reaper/caps.py): the engine has no quota
+    for a bind mount, so the worker measures the folder it shares with the container."""
+
+    def __init__(self, folder: Path, cap_mb: int) -> None:
+        self.disk = Disk(str(folder), cap_mb << 20)
+        self.why = ""
+
+    def exceeded(self) -> bool:
+        if self.disk.over(_NoJail(), [], time.monotonic()):  # type: ignore[arg-type]
+            self.why = (
+                f"killed: disk limit {self.disk.cap >> 20} MiB exceeded (the work dir held "
+                f"{self.disk.size >> 20} MiB)"
+            )
+        return bool(self.why)
+
+
+def _watched(reader: threading.Thread, deadline: float, disk: DiskCap | None) -> bool:
+    """Wait for `reader` to end or `deadline`; True once the work dir passed `disk`."""
+    while reader.is_alive():
+        left = remaining(deadline)
+        if left == 0:
+            return False
+        waits = [t for t in (left, DISK_TICK_S if disk is not None else None) if t is not None]
+        reader.join(min(waits) if waits else None)
+        if disk is not None and reader.is_alive() and disk.exceeded():
+            return True
+    return False
 
 
 def finished(client: docker.DockerClient, exec_id: str, deadline: float) -> Any:
