@@ -17,6 +17,7 @@ code changed (docs/reproducibility.md). Kinds:
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -25,7 +26,8 @@ import sys
 import uuid
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from stat import S_ISREG
+from typing import BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,6 +47,10 @@ SKIPPED_DIRS = {"__pycache__", ".git", ".hg", ".mypy_cache", ".pytest_cache", ".
 ENGINE_PACKAGES = ("scoring", "workers", "tasks")
 # pyproject.toml's packages and package data
 ENGINE_SUFFIXES = frozenset({".py", ".yaml", ".gitconfig"})
+# The largest artifact (a checkpoint) Arena reads or hashes: a Mario checkpoint is megabytes
+# (NatureCNN: 6.9 MB), the largest SB3 policies a few hundred; past this a file is refused
+# before a byte of it is read (docs/security.md).
+MAX_ARTIFACT_BYTES = 2 << 30
 
 
 class AgentFingerprint(BaseModel):
@@ -102,14 +108,58 @@ def _file_digest(path: Path, mtime_ns: int, size: int) -> bytes:
     return digest.digest()
 
 
+def open_artifact(path: str | Path, max_bytes: int = MAX_ARTIFACT_BYTES) -> BinaryIO:
+    """`path` opened for reading, once it is a regular file of at most `max_bytes`; OSError
+    otherwise. Opened without blocking (a FIFO would wait for a writer) and checked on the
+    open descriptor, so what is read is what was checked (a device, a folder, a file swapped
+    in after a stat: refused)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if stat.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"over {max_bytes:,} bytes")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_artifact(path: str | Path, max_bytes: int = MAX_ARTIFACT_BYTES) -> bytes:
+    """A regular file's bytes, at most `max_bytes` (OSError past them: a file that grew)."""
+    with open_artifact(path, max_bytes) as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(errno.EFBIG, f"over {max_bytes:,} bytes")
+    return data
+
+
+@cache
+def _artifact_digest(path: Path, mtime_ns: int, size: int, ctime_ns: int) -> bytes:
+    digest = hashlib.sha256()
+    read = 0
+    with open_artifact(path) as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            read += len(block)
+            if read > MAX_ARTIFACT_BYTES:
+                raise OSError(errno.EFBIG, f"over {MAX_ARTIFACT_BYTES:,} bytes")
+            digest.update(block)
+    return digest.digest()
+
+
 def file_fingerprint(path: str | Path) -> AgentFingerprint:
-    """One artifact, e.g. a Stable-Baselines3 checkpoint."""
+    """One artifact, e.g. a Stable-Baselines3 checkpoint: a regular file of at most
+    MAX_ARTIFACT_BYTES (never a device, a FIFO or a folder), read with that bound."""
     p = Path(path)
     try:
-        stat = p.stat()
-        digest = _file_digest(p.resolve(), stat.st_mtime_ns, stat.st_size)
-    except OSError as exc:
-        raise FingerprintError(f"cannot read {path} ({exc.strerror or exc})") from None
+        resolved = p.resolve()
+        stat = resolved.stat()
+        digest = _artifact_digest(resolved, stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns)
+    except (OSError, RuntimeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise FingerprintError(f"cannot read {path} ({why})") from None
     return AgentFingerprint(kind="file", digest=digest.hex(), detail=f"sha256 of {p.name}")
 
 

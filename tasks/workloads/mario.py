@@ -12,9 +12,9 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator
 
 from scoring.mario import (
     AggregateStats,
@@ -26,7 +26,9 @@ from scoring.mario import (
     rank,
 )
 from scoring.mario_display import format_leaderboard
+from tasks.checkpoint_policy import admit_checkpoints, worker_checkpoint
 from tasks.identity import protocol_fingerprint
+from tasks.repo_policy import Asker
 from tasks.spec import SpecModel
 from tasks.workloads.base import (
     LeaderboardEntry,
@@ -38,15 +40,15 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
+from tasks.workloads.mario_spec import MarioAgentSpec, Preprocess
 from tasks.workloads.untrusted import (
-    IMAGE_REF,
     AgentSource,
     agent_for_unit,
     group_agent_for_unit,
     image_agent_for_unit,
     refuse_at_submission,
 )
-from workers.agents import ENTRY_POINT, Agent, AgentChanged, load_entry_point
+from workers.agents import Agent, AgentChanged, load_entry_point
 from workers.fingerprint import AgentFingerprint, file_fingerprint
 from workers.images import image_fingerprint
 from workers.mario.protocol import (
@@ -62,58 +64,6 @@ if TYPE_CHECKING:
     from workers.mario.runner import EpisodeOutcome
 
 log = logging.getLogger(__name__)
-BUILTIN_NAMES = ("random", "right", "jump-right")  # workers.mario.agents.BUILTIN (a test checks)
-# An agent's name: a name, or a checkpoint of a training run, `<run>@<steps>` (`ppo-a@500k`,
-# docs/mario.md "Series"): the steps a number, with k (thousands) or M (millions).
-AgentName = Annotated[
-    str,
-    Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(@[0-9]{1,12}[kM]?)?$", max_length=64),
-]
-
-
-class Preprocess(SpecModel):
-    """The observation preprocessing a checkpoint was trained with (the runner applies it)."""
-
-    grayscale: bool = True
-    resize: Annotated[int, Field(ge=8, le=256)] = 84
-    frame_stack: Annotated[int, Field(ge=1, le=16)] = 4
-
-
-class MarioAgentSpec(SpecModel):
-    """A built-in (the name, or `builtin:`), a Python entry point, a Stable-Baselines3
-    checkpoint (`sb3: path.zip`, with its `preprocess`), or a Docker image serving the agent
-    contract on a unix socket (`image:`, docs/agents.md "Agents as images")."""
-
-    name: AgentName
-    builtin: str | None = None
-    entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
-    sb3: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
-    image: Annotated[str, Field(pattern=IMAGE_REF)] | None = None
-    # The per-step timeout of an agent run out of the worker: an image, an entry point or a
-    # checkpoint in the agent sandbox (None: 10 s).
-    timeout_s: Annotated[float, Field(gt=0, le=600)] | None = None
-    preprocess: Preprocess | None = None
-    device: Literal["cpu", "cuda"] = "cpu"
-    version: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> MarioAgentSpec:
-        kinds = [k for k in ("entry_point", "sb3", "image") if getattr(self, k)]
-        if len(kinds) > 1 or (kinds and self.builtin):
-            raise ValueError("give one of builtin, entry_point, sb3 or image")
-        if not kinds and (self.builtin or self.name) not in BUILTIN_NAMES:
-            raise ValueError(
-                f"unknown built-in agent {self.builtin or self.name!r} (built-ins: "
-                f"{', '.join(BUILTIN_NAMES)}; or give entry_point: package.module:factory, "
-                "sb3: path/to/model.zip, or image: name:tag)"
-            )
-        if self.preprocess is not None and not self.sb3:
-            raise ValueError("preprocess: applies to an sb3 checkpoint")
-        if self.timeout_s is not None and not kinds:
-            raise ValueError("timeout_s: applies to an agent run out of the worker, not a built-in")
-        if self.image and self.device == "cuda":
-            raise ValueError("device: an image agent runs on the CPU (no GPU in its container)")
-        return self
 
 
 class MarioLevel(SpecModel):
@@ -168,6 +118,10 @@ class MarioWorkload(Workload):
             own = {**normalised, "items": [item]}
             boards[f"{prefix}-{item['name']}"] = protocol_fingerprint(own)
         return boards
+
+    def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
+        """Each `sb3:` checkpoint as `asker` may name it, before anything reads it."""
+        return admit_checkpoints(data, asker)
 
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
         if agent.entry_point or agent.sb3:
@@ -364,7 +318,7 @@ def agent_source(spec: MarioAgentSpec) -> AgentSource:
         return AgentSource(entry_point=spec.entry_point, device=spec.device)
     pre = spec.preprocess or Preprocess()
     return AgentSource(
-        checkpoint=spec.sb3,
+        checkpoint=worker_checkpoint(spec.sb3 or ""),
         grayscale=pre.grayscale,
         resize=pre.resize,
         frame_stack=pre.frame_stack,
@@ -380,6 +334,7 @@ def make_agent(spec: MarioAgentSpec, fingerprint: AgentFingerprint | None) -> Ag
         # here: Stable-Baselines3 (the sb3 extra: torch, gymnasium) only where a checkpoint runs
         from workers.mario.sb3 import load_checkpoint_agent
 
+        worker_checkpoint(spec.sb3)
         if fingerprint is not None and fingerprint.kind == "file":
             here = file_fingerprint(spec.sb3)  # the copy on this worker is the one submitted
             if here.digest != fingerprint.digest:

@@ -57,9 +57,9 @@ def test_the_mode_is_part_of_the_protocol_and_single_keeps_old_fingerprints(
     assert "inference_batch" not in MarioProtocol().model_dump()  # boards before it: unchanged
     assert MarioProtocol(inference_batch=4).model_dump()["inference_batch"] == 4
     mario = get_workload("mario")
-    single = mario.boards(validate_batch(spec(checkpoint)))
-    batched = mario.boards(validate_batch(spec(checkpoint, inference_batch=4)))
-    other = mario.boards(validate_batch(spec(checkpoint, inference_batch=8)))
+    single = mario.boards(validate_batch(spec(checkpoint), asker="operator"))
+    batched = mario.boards(validate_batch(spec(checkpoint, inference_batch=4), asker="operator"))
+    other = mario.boards(validate_batch(spec(checkpoint, inference_batch=8), asker="operator"))
     assert single.keys() == batched.keys() == other.keys() == {"mario-1-1"}
     assert len({single["mario-1-1"], batched["mario-1-1"], other["mario-1-1"]}) == 3
     for bad in (0, 33, True, "4", 2.0):
@@ -97,7 +97,7 @@ def test_lockstep_play_gives_the_episodes_of_one_by_one_play(checkpoint: Path) -
 def test_a_batched_batch_gives_valid_unit_results(checkpoint: Path) -> None:
     GROUPS.clear()
     mario = get_workload("mario")
-    batch = validate_batch(spec(checkpoint, inference_batch=2))
+    batch = validate_batch(spec(checkpoint, inference_batch=2), asker="operator")
     units = mario.expand(batch)
     groups = [u.payload.get("group") for u in units]
     assert groups[:5] == [None] * 5  # a built-in plays alone
@@ -106,7 +106,8 @@ def test_a_batched_batch_gives_valid_unit_results(checkpoint: Path) -> None:
     results = execute_batch(batch)
     assert all(r.status == "ok" for r in results), [r.reason for r in results]
     single = {
-        (r.agent, r.episode): r.result for r in execute_batch(validate_batch(spec(checkpoint)))
+        (r.agent, r.episode): r.result
+        for r in execute_batch(validate_batch(spec(checkpoint), asker="operator"))
     }
     for r in results:
         assert r.result is not None and single[r.agent, r.episode] is not None
@@ -118,7 +119,7 @@ def test_a_batched_batch_gives_valid_unit_results(checkpoint: Path) -> None:
 
 def test_a_unit_whose_group_does_not_hold_it_is_refused(checkpoint: Path) -> None:
     mario = get_workload("mario")
-    unit = mario.expand(validate_batch(spec(checkpoint, inference_batch=2)))[5]
+    unit = mario.expand(validate_batch(spec(checkpoint, inference_batch=2), asker="operator"))[5]
     group = unit.payload["group"]
     bad_groups = [
         {**group, "index": 2},

@@ -8,7 +8,7 @@ from scoring.mario import AggregateStats
 from tasks.validation import InputError
 from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.base import UnitResult
-from tasks.workloads.mario import BUILTIN_NAMES
+from tasks.workloads.mario_spec import BUILTIN_NAMES
 
 
 def mario_spec(**overrides: object) -> dict:
@@ -38,7 +38,10 @@ def mario_spec(**overrides: object) -> dict:
         ({"params": {"sticky_p": 1.0}}, "params.sticky_p"),
         ({"protocol": {"episodes": -1}}, "protocol.episodes"),
         ({"agents": ["mario-kart"]}, "unknown built-in agent 'mario-kart'"),
-        ({"agents": [{"name": "x", "sb3": "missing.zip"}]}, "agents[0].sb3: cannot read"),
+        (
+            {"agents": [{"name": "x", "sb3": "missing.zip"}]},
+            "agents[0].sb3: 'missing.zip' is not a checkpoint",
+        ),
         ({"agents": [{"name": "right", "preprocess": {"resize": 84}}]}, "preprocess: applies"),
     ],
 )

@@ -20,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workers.fingerprint import read_artifact
+
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
 
@@ -99,9 +101,10 @@ def _digest(path: Path, dev: int, ino: int, size: int, mtime_ns: int, ctime_ns: 
 
 
 def read_file(file: Path) -> bytes:
-    """The whole file; ValueError naming it when it cannot be read."""
+    """The whole file, a regular one of at most MAX_ARTIFACT_BYTES (a device or a FIFO is
+    refused, never read); ValueError naming it when it cannot be read."""
     try:
-        return file.read_bytes()
+        return read_artifact(file)
     except OSError as error:
         raise ValueError(f"sb3: cannot read {str(file)!r}: {error.strerror or error}") from None
 
