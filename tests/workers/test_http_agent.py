@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from workers.http_agent import HttpAgent, HttpAgentError
+from tests.security.hostile_http import hostile_server
+from workers.http_agent import MAX_ANSWER_BYTES, HttpAgent, HttpAgentError
 
 Received: list[dict] = []
 
@@ -87,3 +88,25 @@ def test_connection_refused_is_an_agent_error():
     agent = HttpAgent("http://127.0.0.1:9/", timeout_s=1)
     with pytest.raises(HttpAgentError, match="request failed"):
         agent.act({})
+
+
+def test_an_answer_over_the_cap_is_the_agents_fault_and_read_no_further():
+    with hostile_server(flood_bytes=50 << 20) as hostile:
+        agent = HttpAgent(f"{hostile.url}/flood", timeout_s=5)
+        with pytest.raises(HttpAgentError, match=f"over {MAX_ANSWER_BYTES:,} bytes"):
+            agent.act({})
+        agent.close()
+        time.sleep(0.2)
+        assert hostile.sent < 32 << 20, hostile.sent
+    assert agent.breaker.failures == 0  # it answered: the endpoint is up, not counted down
+
+
+def test_a_dripped_answer_ends_at_the_move_timeout():
+    """One byte every 0.3 s is within every per-read timeout; the move's is the whole answer's."""
+    with hostile_server(drip_s=0.3) as hostile:
+        agent = HttpAgent(f"{hostile.url}/drip-body", timeout_s=1)
+        started = time.monotonic()
+        with pytest.raises(HttpAgentError, match="no answer within 1s"):
+            agent.act({})
+        assert time.monotonic() - started < 1.5
+        agent.close()
