@@ -2,10 +2,10 @@
 
 A race's `repo` comes from whoever submits the spec. The operator decides what that may be:
 local repositories under ARENA_REPO_ROOTS, remote ones over the schemes ARENA_REPO_REMOTES
-lists. Who asks matters only while ARENA_REPO_ROOTS is empty: then the operator's own CLI may
-name any local repository (on one machine the CLI's user is the operator, and `arena race run
---repo .` must work with no setting), while the HTTP API's token holders and the schedules
-`arena beat` fires may name none. The same rule is applied when a spec is validated, again by
+lists on the hosts ARENA_REPO_HOSTS lists. Who asks matters only while a list is empty: then
+the operator's own CLI may name any local repository, or any host (on one machine the CLI's
+user is the operator, and `arena race run --repo .` must work with no setting), while the HTTP
+API's token holders and the schedules `arena beat` fires may name none. The same rule is applied when a spec is validated, again by
 the worker before it clones (a spec in Redis is checked twice), and before a merge.
 
 Refusals about a local path say the same thing whatever the path is (missing, not a
@@ -15,6 +15,7 @@ on the API host.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -29,7 +30,28 @@ from workers.race.git import REMOTE_TRANSPORTS, is_repository, repo_kind, url_sc
 Asker = Literal["operator", "token-holder", "schedule", "worker"]
 ROOTS_SETTING = "ARENA_REPO_ROOTS"
 REMOTES_SETTING = "ARENA_REPO_REMOTES"
+HOSTS_SETTING = "ARENA_REPO_HOSTS"
 MAX_SHOWN = 100  # characters of a refused value quoted back
+# A host as a URL names it: a DNS name or IPv4 address, or an IPv6 address (urlsplit drops its
+# brackets); nothing percent-encoded, nothing git's transports might read another way.
+_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,252})|[0-9a-f:.]{2,45}")
+
+
+def _listed_host(entry: str) -> tuple[str, int | None]:
+    """An ARENA_REPO_HOSTS entry, `host`, `host:port`, `[v6]` or `[v6]:port`, as (host, port)."""
+    parts = urlsplit(f"//{entry}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise InputError(f"{HOSTS_SETTING}: {entry!r} is not host or host:port") from None
+    if not parts.hostname or not _HOST.fullmatch(parts.hostname):
+        raise InputError(f"{HOSTS_SETTING}: {entry!r} is not host or host:port")
+    return parts.hostname, port
+
+
+def _spelled(host: str, port: int | None) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port is None else f"{shown}:{port}"
 
 
 def _shown(repo: str) -> str:
@@ -49,6 +71,7 @@ class RepoPolicy:
     asker: Asker
     roots: tuple[Path, ...]  # resolved; empty: see anywhere_local
     remotes: frozenset[str]  # URL schemes a remote repository may use
+    hosts: frozenset[tuple[str, int | None]] = frozenset()  # (host, port or None: any port)
 
     @classmethod
     def of(cls, settings: ArenaSettings, asker: Asker) -> RepoPolicy:
@@ -60,7 +83,8 @@ class RepoPolicy:
                 f"(known: {', '.join(sorted(REMOTE_TRANSPORTS))}; ssh, file and ext:: never)"
             )
         roots = tuple(dict.fromkeys(r.expanduser().resolve() for r in settings.repo_root_list()))
-        return cls(asker=asker, roots=roots, remotes=schemes)
+        hosts = frozenset(_listed_host(entry) for entry in settings.repo_host_list())
+        return cls(asker=asker, roots=roots, remotes=schemes, hosts=hosts)
 
     @property
     def anywhere_local(self) -> bool:
@@ -125,10 +149,39 @@ class RepoPolicy:
                 f"repo: {scheme}:// repositories are not allowed here "
                 f"({REMOTES_SETTING}: {allowed})"
             )
-        host = urlsplit(repo).hostname or ""
-        if not host or host.startswith("-"):
-            raise InputError(f"repo: {_shown(repo)} has no host")
+        self._admit_host(repo)
         return repo
+
+    def _admit_host(self, repo: str) -> None:
+        """The URL's host, read one way only, and listed (ARENA_REPO_HOSTS): otherwise a spec
+        could make the API's git and the workers fetch from the cluster's own services."""
+        parts = urlsplit(repo)
+        if parts.netloc.count("@") > 1 or "\\" in parts.netloc:
+            # git's transports and Python could read the host differently: never guess.
+            raise InputError(
+                f"repo: {_shown(repo)} has an ambiguous host (write @ in a password as %40)"
+            )
+        host = parts.hostname or ""
+        try:
+            port = parts.port
+        except ValueError:
+            raise InputError(f"repo: {_shown(repo)} has no valid port") from None
+        if not _HOST.fullmatch(host):
+            raise InputError(f"repo: {_shown(repo)} has no host")
+        if self.hosts:
+            if (host, None) in self.hosts or (host, port) in self.hosts:
+                return
+            listed = ", ".join(sorted(_spelled(h, p) for h, p in self.hosts))
+            raise InputError(
+                f"repo: {_spelled(host, port)} is not a host Arena fetches repositories from "
+                f"({HOSTS_SETTING}: {listed})"
+            )
+        if self.asker not in ("operator", "worker"):
+            raise InputError(
+                f"repo: {_spelled(host, port)} is not a host Arena fetches repositories from "
+                f"({HOSTS_SETTING} is empty: only the operator's own CLI may name a remote "
+                "repository)"
+            )
 
     def _admit_local(self, repo: str, path_text: str, must_exist: bool) -> str:
         path = Path(path_text)

@@ -45,7 +45,7 @@ from tasks.workloads.race_view import format_board
 from workers.fingerprint import AgentFingerprint, commit_fingerprint
 from workers.race.check import CheckCommands, PythonEnvironment, run_check
 from workers.race.environment import CacheBounds
-from workers.race.git import GitError, resolve_commit
+from workers.race.git import GitError, GitTimeout, resolve_commit
 from workers.sandbox import Sandbox, SandboxLimits
 from workers.sandbox.choose import get_sandbox
 from workers.sandbox.local import local_sandbox
@@ -143,9 +143,12 @@ class RaceWorkload(Workload):
             (f"agents[{i}].branch", a.name, a.branch) for i, a in enumerate(agents)
         ]
         found = {}
+        deadline = load_settings().git_check_timeout_s  # an API thread waits on it
         for field, key, ref in refs:
             try:
-                commit = resolve_commit(item.repo, ref)
+                commit = resolve_commit(item.repo, ref, timeout_s=deadline)
+            except GitTimeout as exc:
+                raise InputError(f"repo: {exc} (ARENA_GIT_CHECK_TIMEOUT_S)") from None
             except GitError:  # the policy admitted it; git still cannot read it (a URL)
                 raise InputError(
                     f"repo: git could not read the repository (to resolve {field} {ref!r})"
@@ -219,6 +222,7 @@ class RaceWorkload(Workload):
             ),
             workdir_root=settings.work_dir,
             environment=race_environment(params, settings),
+            git_timeout_s=settings.git_timeout_s,
         )
         return result.model_dump(mode="json")
 

@@ -27,7 +27,15 @@ from workers.race.environment import (
     EnvironmentRun,
     python_environment,
 )
-from workers.race.git import GitError, checkout, clone, commit_of, diff_stats, git
+from workers.race.git import (
+    GIT_TIMEOUT_S,
+    GitError,
+    checkout,
+    clone,
+    commit_of,
+    diff_stats,
+    git,
+)
 from workers.sandbox import (
     CommandResult,
     Sandbox,
@@ -214,6 +222,7 @@ def run_check(
     workdir_root: Path | None = None,
     echo: Callable[[str], None] = print,
     environment: PythonEnvironment | None = None,
+    git_timeout_s: float = GIT_TIMEOUT_S,
 ) -> CheckResult:
     """Check `ref` of `repo` (at `expected_commit`, the commit resolved at submission, when
     given) against `base`; the checkout is removed afterwards whatever happens."""
@@ -227,7 +236,7 @@ def run_check(
     try:
         workdir = root / "checkout"
         # The clone first: it is what tells whether the branch exists on the worker's side.
-        clone(repo, workdir)
+        clone(repo, workdir, timeout_s=git_timeout_s)
         commit = expected_commit or commit_of(workdir, ref)
         if commit is None:
             raise CheckError(f"branch {ref!r} not found in {repo}")

@@ -10,8 +10,10 @@ pager, no credential prompts). Which repositories a spec may name is tasks/repo_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Literal
 
 from scoring.race_measures import DiffStats
 
-GIT_TIMEOUT_S = 120.0
+GIT_TIMEOUT_S = 120.0  # ARENA_GIT_TIMEOUT_S's default; callers pass the operator's setting
 _SHA = frozenset("0123456789abcdef")
 # The remote transports Arena can ever use (which ones a cluster allows is a setting); ssh is
 # not among them: it would authenticate with the host's own keys (~/.ssh from the password
@@ -52,6 +54,10 @@ RepoKind = Literal["local", "url", "helper", "scp"]
 
 class GitError(RuntimeError):
     """A git step failed; the message says which and why (for the unit's error result)."""
+
+
+class GitTimeout(GitError):
+    """A git step ran past its deadline and was stopped."""
 
 
 # Arena's own stand-in for the user's git config. Its one setting: a worker in a container
@@ -129,6 +135,8 @@ def _isolated(transports: Sequence[str]) -> list[str]:
         "core.fsmonitor=false",
         "advice.detachedHead=false",
         "protocol.allow=never",
+        # A listed host's redirect could lead anywhere (the cluster's own services).
+        "http.followRedirects=false",
         *allow,
     ]
     return ["git", *(part for option in options for part in ("-c", option))]
@@ -156,25 +164,43 @@ def git(
         command, env = _isolated(transports), git_environment(transports)
     else:
         command, env = ["git"], user_environment()
+    returncode, stdout, stderr = _run_within([*command, *args], cwd, env, timeout_s)
+    if returncode is None:
+        raise GitTimeout(f"git {args[0]} took over {timeout_s:g}s (stopped)")
+    if returncode != 0:
+        message = " ".join((stderr or stdout).split())[:300]
+        raise GitError(f"git {args[0]} failed: {message}")
+    return stdout
+
+
+def _run_within(
+    argv: list[str], cwd: Path | None, env: dict[str, str], timeout_s: float
+) -> tuple[int | None, str, str]:
+    """(exit status, stdout, stderr) of `argv`; (None, ...) once `timeout_s` passed, with git
+    and everything it started killed: a transport git runs (git-remote-https) holds the
+    pipes, so killing git alone would leave this call waiting for them (a total deadline,
+    not one per read)."""
     try:
-        done = subprocess.run(
-            [*command, *args],
+        process = subprocess.Popen(
+            argv,
             cwd=cwd,
             env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
             stdin=subprocess.DEVNULL,
-            check=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, killed whole
         )
     except FileNotFoundError:
         raise GitError("git is not installed on this worker") from None
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise GitError(f"git {args[0]} took over {timeout_s:g}s") from None
-    if done.returncode != 0:
-        message = " ".join((done.stderr or done.stdout).split())[:300]
-        raise GitError(f"git {args[0]} failed: {message}")
-    return done.stdout
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return None, "", ""
+    return process.returncode, stdout, stderr
 
 
 def is_repository(path: Path) -> bool:
@@ -204,9 +230,10 @@ def _verify(ref: str, cwd: Path) -> str | None:
     return found or None
 
 
-def resolve_commit(repo: str, ref: str) -> str | None:
+def resolve_commit(repo: str, ref: str, timeout_s: float = GIT_TIMEOUT_S) -> str | None:
     """The commit `ref` (a branch, tag or commit id) names in `repo` now; None when it names
-    nothing there. Raises GitError when the repository cannot be read at all."""
+    nothing there. Raises GitError when the repository cannot be read at all, or not within
+    `timeout_s` (a remote's ls-remote, git killed then)."""
     transport = transport_of(repo)
     if is_local(repo):
         if not Path(repo).is_dir():
@@ -218,7 +245,13 @@ def resolve_commit(repo: str, ref: str) -> str | None:
                 raise GitError(f"{repo} is not a git repository") from None
             return None
     listed = git(
-        "ls-remote", "--", repo, f"refs/heads/{ref}", f"refs/tags/{ref}", transports=[transport]
+        "ls-remote",
+        "--",
+        repo,
+        f"refs/heads/{ref}",
+        f"refs/tags/{ref}",
+        transports=[transport],
+        timeout_s=timeout_s,
     )
     first = listed.split()
     if first:
@@ -232,12 +265,22 @@ def read_file(repo: Path, ref: str, name: str) -> str:
     return git("cat-file", "--end-of-options", "blob", f"{ref}:{name}", cwd=repo)
 
 
-def clone(repo: str, dest: Path) -> None:
+def clone(repo: str, dest: Path, timeout_s: float = GIT_TIMEOUT_S) -> None:
     """A fresh clone of `repo` in `dest`, nothing checked out: nothing shared with other checks
-    but git's read-only object files (a local clone hard-links them)."""
+    but git's read-only object files (a local clone hard-links them). GitError past
+    `timeout_s` (git and its transport killed)."""
     transport = transport_of(repo)
     source = str(Path(repo).resolve()) if is_local(repo) else repo
-    git("clone", "--quiet", "--no-checkout", "--", source, str(dest), transports=[transport])
+    git(
+        "clone",
+        "--quiet",
+        "--no-checkout",
+        "--",
+        source,
+        str(dest),
+        transports=[transport],
+        timeout_s=timeout_s,
+    )
 
 
 def checkout(dest: Path, commit: str) -> None:
