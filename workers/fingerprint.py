@@ -130,7 +130,11 @@ def open_artifact(path: str | Path, max_bytes: int = MAX_ARTIFACT_BYTES) -> Bina
 def read_artifact(path: str | Path, max_bytes: int = MAX_ARTIFACT_BYTES) -> bytes:
     """A regular file's bytes, at most `max_bytes` (OSError past them: a file that grew)."""
     with open_artifact(path, max_bytes) as handle:
-        data = handle.read(max_bytes + 1)
+        # read(n) allocates n bytes up front: ask for what the file holds, then for what it
+        # grew by since (a file being written), never past the cap.
+        data = handle.read(os.fstat(handle.fileno()).st_size + 1)
+        while len(data) <= max_bytes and (more := handle.read(1 << 20)):
+            data += more
     if len(data) > max_bytes:
         raise OSError(errno.EFBIG, f"over {max_bytes:,} bytes")
     return data
