@@ -57,6 +57,7 @@ EXIT_GRACE_S = 2.0  # how long a dropped connection waits for the container's ex
 MAX_SOCKET_PATH = 104  # sun_path holds 108 bytes on Linux, 104 on macOS
 MAX_LINE = 65536  # a status or header line
 MAX_ANSWER = 16 << 20  # an answer is an action: anything near this is not one
+MAX_HEADERS = 100  # headers in an answer
 LOG_KEEP_BYTES = 256 << 10  # the container's output copied into the unit's log, at most
 
 
@@ -157,6 +158,8 @@ class UnixHttp:
             raise NotHttp(f"not an HTTP status line: {line[:60]!r}")
         headers: dict[bytes, bytes] = {}
         while (line := self._reader.readline(MAX_LINE)) not in (b"\r\n", b"\n", b""):
+            if len(headers) >= MAX_HEADERS:
+                raise NotHttp(f"more than {MAX_HEADERS} headers")
             name, _, value = line.partition(b":")
             headers[name.strip().lower()] = value.strip()
         close = parts[0] == b"HTTP/1.0" or headers.get(b"connection", b"").lower() == b"close"
@@ -177,8 +180,11 @@ class UnixHttp:
         return bytes(data)
 
     def _chunked(self) -> bytes:
-        chunks = []
+        chunks, total = [], 0
         while size := int(self._reader.readline(MAX_LINE).split(b";")[0].strip() or b"0", 16):
+            total += size
+            if total > MAX_ANSWER:
+                raise NotHttp(f"a chunked answer over {MAX_ANSWER:,} bytes")
             chunks.append(self._exactly(size))
             self._reader.readline(MAX_LINE)
         while self._reader.readline(MAX_LINE) not in (b"\r\n", b"\n", b""):
@@ -218,7 +224,7 @@ class ImageAgent:
             raise AgentImageError(
                 f"no answer within {self.timeout_s:g}s (per-step timeout)"
             ) from None
-        except (OSError, NotHttp) as exc:
+        except (OSError, ValueError) as exc:  # NotHttp, or a length that is not a number
             self.breaker.failed()
             raise AgentImageError(self._why_unreachable(exc)) from None
         self.breaker.succeeded()
