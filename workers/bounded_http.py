@@ -26,18 +26,21 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import httpcore
 import httpx
 
 WRITE_PIECE = 16 << 10  # a write is cut in pieces, each held to what is left of the deadline
+DEADLINE_PASSED = "the deadline for the whole answer passed"
 IDENTITY = {"Accept-Encoding": "identity"}  # the size cap counts the bytes as they arrive
 
+T = TypeVar("T")
 _deadline: ContextVar[float] = ContextVar("arena_http_deadline", default=math.inf)
 
 
@@ -60,8 +63,24 @@ def deadline(seconds: float) -> Iterator[None]:
 def _left(timeout: float | None, expired: type[httpcore.TimeoutException]) -> float:
     left = _deadline.get() - time.monotonic()
     if left <= 0:
-        raise expired("the deadline for the whole answer passed")
+        raise expired(DEADLINE_PASSED)
     return left if timeout is None else min(timeout, left)
+
+
+def _held(
+    timeout: float | None,
+    expired: type[httpcore.TimeoutException],
+    operation: Callable[[float], T],
+) -> T:
+    """`operation(wait)`, wait being what is left of its timeout and the deadline; a timeout
+    that the deadline shortened says so."""
+    wait = _left(timeout, expired)
+    try:
+        return operation(wait)
+    except expired:
+        if timeout is None or wait < timeout:
+            raise expired(DEADLINE_PASSED) from None
+        raise
 
 
 class _DeadlineStream(httpcore.NetworkStream):
@@ -69,12 +88,12 @@ class _DeadlineStream(httpcore.NetworkStream):
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+        return _held(timeout, httpcore.ReadTimeout, partial(self._inner.read, max_bytes))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         for start in range(0, len(buffer), WRITE_PIECE):
             piece = buffer[start : start + WRITE_PIECE]
-            self._inner.write(piece, _left(timeout, httpcore.WriteTimeout))
+            _held(timeout, httpcore.WriteTimeout, partial(self._inner.write, piece))
 
     def close(self) -> None:
         self._inner.close()
@@ -85,8 +104,8 @@ class _DeadlineStream(httpcore.NetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.NetworkStream:
-        wait = _left(timeout, httpcore.ConnectTimeout)
-        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, wait))
+        start = partial(self._inner.start_tls, ssl_context, server_hostname)
+        return _DeadlineStream(_held(timeout, httpcore.ConnectTimeout, start))
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
@@ -106,15 +125,18 @@ class DeadlineBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        wait = _left(timeout, httpcore.ConnectTimeout)
-        stream = self._inner.connect_tcp(host, port, wait, local_address, socket_options)
-        return _DeadlineStream(stream)
+        def connect(wait: float) -> httpcore.NetworkStream:
+            return self._inner.connect_tcp(host, port, wait, local_address, socket_options)
+
+        return _DeadlineStream(_held(timeout, httpcore.ConnectTimeout, connect))
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
     ) -> httpcore.NetworkStream:
-        wait = _left(timeout, httpcore.ConnectTimeout)
-        return _DeadlineStream(self._inner.connect_unix_socket(path, wait, socket_options))
+        def connect(wait: float) -> httpcore.NetworkStream:
+            return self._inner.connect_unix_socket(path, wait, socket_options)
+
+        return _DeadlineStream(_held(timeout, httpcore.ConnectTimeout, connect))
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)

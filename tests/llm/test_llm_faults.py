@@ -242,7 +242,8 @@ def test_a_slow_endpoint_times_out_in_bounded_time(env: dict[str, str]) -> None:
             env, "slow", server.base_url, "--llm", "timeout_s=0.2", "--llm", "retries=0"
         )
     line = run.line()
-    assert "no answer within 0.2s after 1 attempt(s)" in line, line
+    deadline = "no answer within 0.2s (the deadline for the whole answer) after 1 attempt(s)"
+    assert deadline in line, line
     assert_nothing_earned(run)
     for match in run.matches():
         assert_forfeit(match)
