@@ -57,12 +57,28 @@ def watch_for_shutdown() -> None:
     signal.signal(signal.SIGTERM, on_term)
 
 
-def limit_memory(megabytes: int) -> None:
-    """Cap this process's address space (ARENA_UNIT_MEMORY_MB): an agent that eats memory gets
-    a MemoryError, an agent error, instead of the kernel's OOM killer taking the worker."""
-    if megabytes > 0:
-        limit = megabytes * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+EXIT_OUT_OF_MEMORY = 71  # a worker process ended after a unit ran out of memory in it
+
+
+@contextmanager
+def unit_memory(megabytes: int) -> Iterator[None]:
+    """Cap this process's address space (RLIMIT_AS) while one unit runs: a unit that eats
+    memory gets a MemoryError, the agent's error, instead of the kernel's OOM killer taking the
+    worker and the units it holds. Only the soft limit: the hard one stays where it was, so a
+    process the unit starts (an agent's jail, a race's commands, the inference host) can set
+    its own limit, and the limit is lifted again between units (Celery's own code, the next
+    unit under its own workload's limit). 0: no limit."""
+    if megabytes <= 0:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = megabytes << 20
+    limit = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 # Re-fires (one a second) an agent may swallow before its process is given up, when the caller
@@ -140,6 +156,9 @@ def _check_engine(unit: Unit) -> None:
 class UnitRun:
     result: UnitResult
     log: str  # everything the unit printed (capped at tasks.capture.MAX_LOG_BYTES)
+    # It ended in a MemoryError in this process: a worker does not run another unit in it
+    # (the heap may be left fragmented or a library half-initialised; tasks/units.py).
+    out_of_memory: bool = False
 
 
 def execute_unit(
@@ -149,6 +168,7 @@ def execute_unit(
     result) lets a unit that ignores its deadline be abandoned with its error recorded."""
     started_at, started = utc_iso(), time.perf_counter()
     fields: dict[str, Any]
+    out_of_memory = False
     with captured_output() as output:
 
         def abandon() -> None:
@@ -168,6 +188,7 @@ def execute_unit(
             if isinstance(exc, SystemExit) and _Shutdown.requested:
                 raise  # the worker is stopping: the unit is redelivered, not failed
             fields = {"status": "error", "reason": describe(exc)[:500], "error_kind": kind_of(exc)}
+            out_of_memory = isinstance(exc, MemoryError)
             # What a unit measured before it failed and must still report (an llm agent's
             # paid requests): set by the workload on the exception.
             partial = getattr(exc, "partial_result", None)
@@ -182,7 +203,7 @@ def execute_unit(
         finished_at=utc_iso(),
         log_tail=output.tail,
     )
-    return UnitRun(result, output.text)
+    return UnitRun(result, output.text, out_of_memory)
 
 
 def describe(exc: BaseException) -> str:
@@ -195,7 +216,8 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]
         where = (
-            f"this process's memory limit ({limit >> 20} MB, ARENA_UNIT_MEMORY_MB)"
+            f"the unit's memory limit of {limit >> 20:,} MB of address space "
+            "(ARENA_UNIT_MEMORY_MB, or the workload's default)"
             if limit != resource.RLIM_INFINITY
             else "no memory limit was set: the machine's memory ran out"
         )

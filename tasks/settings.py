@@ -42,9 +42,10 @@ class ArenaSettings(BaseSettings):
     lost_worker_s: float = Field(30.0, gt=0, le=24 * 3600, allow_inf_nan=False)
     # How long a worker keeps retrying Redis (an outage, a restart) before a task gives up.
     redis_retry_s: float = Field(300.0, ge=0, le=24 * 3600, allow_inf_nan=False)
-    # Address-space limit of each worker process, in MiB (an agent that eats memory gets a
-    # MemoryError instead of taking the machine down). 0: no limit.
-    unit_memory_mb: int = Field(0, ge=0, le=1 << 24)
+    # Address-space limit of a worker process while it runs one unit, in MiB (a unit that eats
+    # memory gets a MemoryError, and its process is replaced, instead of the OOM killer taking
+    # the worker). Unset: each workload's default (docs/configuration.md); 0: no limit.
+    unit_memory_mb: int | None = Field(None, ge=0, le=1 << 24)
     # Where a race check's commands run (docs/sandbox.md): "local" processes, or "docker": a
     # sibling container per command through the engine DOCKER_HOST names.
     sandbox: Literal["local", "docker"] = "local"

@@ -24,10 +24,11 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from tasks import broker, liveness, metrics, reaper, watchdog
 from tasks.app import app, store
 from tasks.execute import (
+    EXIT_OUT_OF_MEMORY,
     UnitRun,
     error_result,
     execute_unit,
-    limit_memory,
+    unit_memory,
     watch_for_shutdown,
 )
 from tasks.execute_chunk import Record, run_in_groups
@@ -54,7 +55,6 @@ def chunk_time_limits(units: list[Unit]) -> tuple[float, float]:
 @worker_process_init.connect
 def _on_worker_process_init(**_: Any) -> None:
     watch_for_shutdown()
-    limit_memory(current_settings().unit_memory_mb)
 
 
 @worker_process_shutdown.connect
@@ -131,7 +131,17 @@ def _run_or_refuse(
             "exhausts its worker does this too: see arena logs)"
         )
         return UnitRun(error_result(unit, reason, kind="infrastructure"), "")
-    return execute_unit(get_workload(unit.workload), unit, record)
+    workload = get_workload(unit.workload)
+    chosen = current_settings().unit_memory_mb
+    with unit_memory(workload.memory_limit_mb(unit) if chosen is None else chosen):
+        run = execute_unit(workload, unit, record)
+    if run.out_of_memory:
+        # Never reused: its result is stored now, the process ends and the pool replaces it;
+        # the chunk comes back and its next delivery runs the units left (as after a deadline
+        # ignored, tasks/execute.py), none of them twice.
+        record(run)
+        os._exit(EXIT_OUT_OF_MEMORY)
+    return run
 
 
 def _refusal(units: list[Unit], settings: ArenaSettings) -> str | None:

@@ -112,6 +112,7 @@ def validate_batch(
         raise InputError(describe_validation_error(exc, prefix="params.")) from None
     if identity is None:  # a stored batch is rebuilt as it was accepted
         _check_size(workload, spec, agents, items, params)
+        workload.check_unit_work(agents, items, params)  # a stored batch keeps its old counts
         items = workload.admit(items, asker)
     normalised = normalise(spec, agents, items, params)
     if identity is None:

@@ -10,10 +10,8 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from importlib import resources
 from typing import Annotated, Any, cast
 
-import yaml
 from pydantic import Field, model_validator
 
 from scoring.alympics import GAMES, GameName, format_breakdown
@@ -21,6 +19,7 @@ from scoring.alympics_benchmark import MatchMeasures, score_benchmark
 from tasks.repo_policy import Asker
 from tasks.spec import Name, Protocol, SpecModel, derive_seed
 from tasks.validation import InputError
+from tasks.workloads.alympics_suites import load_suite
 from tasks.workloads.base import (
     Column,
     LeaderboardEntry,
@@ -63,33 +62,6 @@ from workers.http_agent import HttpAgent
 from workers.images import image_fingerprint
 from workers.llm.agent import LlmAgent, LlmUsage, ReplayMiss, SpendingStopped
 from workers.llm.config import LlmConfig
-
-
-class SuiteGame(SpecModel):
-    variant: str
-    rounds: Annotated[int, Field(ge=1)]
-    episodes: Annotated[int, Field(ge=1)]
-    players: Annotated[int, Field(ge=2)]
-
-
-class Suite(SpecModel):
-    suite: str
-    games: dict[GameName, SuiteGame]
-
-
-def suite_names() -> list[str]:
-    folder = resources.files("tasks") / "suites"
-    return sorted(
-        p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
-    )
-
-
-def load_suite(name: str) -> Suite:
-    """One of the suites shipped in tasks/suites/ (a name, never a path)."""
-    if name not in suite_names():
-        raise InputError(f"params.suite: unknown suite {name!r} (suites: {suite_names()})")
-    path = resources.files("tasks") / "suites" / f"{name}.yaml"
-    return Suite.model_validate(yaml.safe_load(path.read_text()))
 
 
 class AlympicsAgent(SpecModel):

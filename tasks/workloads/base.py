@@ -17,6 +17,7 @@ from tasks.identity import BatchIdentity
 from tasks.repo_policy import Asker
 from tasks.spec import RUN_OPTIONS, BatchSpec, Protocol, derive_seed
 from tasks.validation import InputError
+from tasks.workloads import unit_work
 from workers.fingerprint import (
     AgentFingerprint,
     FingerprintError,
@@ -226,6 +227,16 @@ class Workload(ABC):
     # table columns above), and whether its rows link the best episode's replay.
     page_columns: ClassVar[tuple[PageColumn, ...] | None] = None
     replays: ClassVar[bool] = False
+
+    def memory_limit_mb(self, unit: Unit) -> int:
+        """The address space a worker process may use while it runs this unit, MiB (0: none;
+        ARENA_UNIT_MEMORY_MB overrides it): measured per workload (tasks/workloads/unit_work.py)."""
+        return unit_work.memory_limit_mb(self.name, unit.payload)
+
+    def check_unit_work(self, agents: list[Any], items: list[Any], params: Any) -> None:
+        """The ceilings on what one unit does (episodes, pulls, steps a spec sets), checked at
+        submission; InputError naming the field and the numbers."""
+        unit_work.check(self.name, items, params)
 
     def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
         """A workload whose spec has its own shape (a race: task, repo, scoring) maps it onto
