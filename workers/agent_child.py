@@ -3,14 +3,21 @@
 
     python -I -B -u -c "from workers.agent_child import main; main()" CONFIG
 
-Before any agent code runs, this module (Arena's own code) caps the process's memory and files
-(rlimits), forbids it to start processes (a seccomp filter: threads yes, processes no, so a fork
-bomb has nothing to multiply), puts the agent's folders on `sys.path`, and says it is ready. Then
-it serves the agent contract one request at a time on the socket it was given (fd in CONFIG;
-what travels: workers/agent_wire.py); a NumPy array of an observation (a Mario frame) lies in
-the shared memory `CONFIG["shm_fd"]` maps read-only, written by the worker just before.
+The process bwrap starts is a fork server (the zygote) that runs Arena's own code only: it caps
+its memory and files (rlimits, which its children inherit), puts the agent's folders on
+`sys.path`, says it is ready, and imports trusted libraries the agent may use (CONFIG's
+`preload`: NumPy; torch and SB3 for a checkpoint), never the agent's own module. Each unit's
+`make` forks a unit child that, before any agent code runs, closes the zygote's socket, caps its
+CPU time (RLIMIT_CPU), forbids itself to start processes (a seccomp filter: threads yes,
+processes no, so a fork bomb has nothing to multiply), then imports the agent and serves the
+unit on a socket of its own, handed to the worker over the zygote's socket (SCM_RIGHTS). At the
+unit's end the zygote kills the child (if it still lives), says how it ended and empties the
+jail's /tmp and /dev/shm: the next unit starts in the state a fresh process would, whatever the
+last one left in module globals, caches, files or memory. What travels: workers/agent_wire.py;
+a NumPy array of an observation (a Mario frame) lies in the shared memory `CONFIG["shm_fd"]`
+maps read-only, written by the worker just before.
 
-Standard library only at start (NumPy is imported when the first frame arrives), so a jail is
+Standard library only at start (NumPy and the rest of `preload` come after "ready"), so a jail is
 ready in tens of milliseconds.
 """
 
@@ -20,18 +27,24 @@ import contextlib
 import ctypes
 import importlib
 import json
+import math
 import mmap
 import os
 import platform
 import resource
+import select
+import signal
 import socket
 import sys
 from typing import Any
 
+from workers.agent_jail import WRITABLE, JailState
 from workers.agent_wire import SPIN_S, History, Pacer, encode_answer, receive_request
 
 MAX_REASON = 1000
 STDIO_LIMIT_FILES = 1024
+CPU_GRACE_S = 1  # from SIGXCPU at the unit's CPU limit to SIGKILL
+PR_SET_DUMPABLE = 4
 
 # Seccomp (the kernel's struct seccomp_data, little-endian): the fields the filter reads.
 _ARCH, _NR, _ARG0 = 4, 0, 16
@@ -39,10 +52,12 @@ _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 _EPERM, _ENOSYS = 1, 38
 _CLONE_THREAD = 0x00010000
 _X32_BIT = 0x40000000
-# Per architecture: (AUDIT_ARCH, clone, clone3, system calls that only make processes).
+# Per architecture: (AUDIT_ARCH, clone, clone3, system calls that only make processes, system
+# calls that make what would outlive the unit in the jail: SysV shared memory, semaphores and
+# message queues, POSIX message queues).
 _SYSCALLS = {
-    "x86_64": (0xC000003E, 56, 435, (57, 58)),  # fork, vfork
-    "aarch64": (0xC00000B7, 220, 435, ()),
+    "x86_64": (0xC000003E, 56, 435, (57, 58), (29, 64, 68, 240)),  # fork, vfork; shmget ...
+    "aarch64": (0xC00000B7, 220, 435, (), (194, 190, 186, 180)),
 }
 
 
@@ -62,15 +77,17 @@ class _Program(ctypes.Structure):
 def process_filter(machine: str) -> list[tuple[int, int, int, int]]:
     """A classic-BPF seccomp program that refuses to make processes: clone without CLONE_THREAD,
     fork and vfork fail with EPERM, clone3 with ENOSYS (glibc then creates threads with clone,
-    whose flags the filter can read); a system call of another ABI (32-bit, x32) fails too."""
-    arch, clone, clone3, forks = _SYSCALLS[machine]
+    whose flags the filter can read); a system call of another ABI (32-bit, x32) fails too, and
+    so do the IPC objects that would outlive the unit's process (shmget, semget, msgget,
+    mq_open: a channel to the agent's next unit)."""
+    arch, clone, clone3, forks, ipc = _SYSCALLS[machine]
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     body: list[tuple[str, int, str | int, str | int]] = [
         ("ld", _ARCH, 0, 0),
         ("jeq", arch, 0, "deny"),
         ("ld", _NR, 0, 0),
         ("jge", _X32_BIT, "deny", 0),
-        *[("jeq", nr, "deny", 0) for nr in forks],
+        *[("jeq", nr, "deny", 0) for nr in (*forks, *ipc)],
         ("jeq", clone3, "nosys", 0),
         ("jeq", clone, 0, "allow"),
         ("ld", _ARG0, 0, 0),
@@ -127,12 +144,13 @@ def set_limits(config: dict[str, Any]) -> int:
 
 
 class Server:
-    """One agent at a time: `make` replaces it (one unit after another in this process)."""
+    """One agent at a time: `make` replaces it (in a unit child kept for the next unit, as a
+    `device: cuda` checkpoint's is: CUDA cannot be forked)."""
 
-    def __init__(self, shm_fd: int) -> None:
+    def __init__(self, shm: mmap.mmap | None) -> None:
         self.agent: Any = None
         self.history = History()
-        self.shm = mmap.mmap(shm_fd, 0, prot=mmap.PROT_READ) if shm_fd >= 0 else None
+        self.shm = shm
         self._arrays: dict[tuple[Any, ...], Any] = {}
 
     def handle(self, op: str, argument: Any) -> Any:
@@ -188,10 +206,12 @@ def send(sock: socket.socket, answer: dict[str, Any]) -> None:
     sock.sendall(encode_answer(answer))
 
 
-def serve(sock: socket.socket, server: Server, spin_s: float) -> None:
+def serve(sock: socket.socket, server: Server, spin_s: float, first: Any = None) -> None:
+    """Answer requests (`first`, then what comes on the socket) until the worker closes it."""
     buffer, pacer = bytearray(), Pacer(spin_s)
-    while (request := receive_request(sock, buffer, pacer)) is not None:
+    while (request := first or receive_request(sock, buffer, pacer)) is not None:
         op, argument = request
+        first = None
         try:
             answer = {"ok": server.handle(op, argument)}
         except MemoryError as exc:
@@ -218,21 +238,139 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def main(argv: list[str] | None = None) -> None:
-    config = json.loads((argv or sys.argv)[1])
-    sock = socket.socket(fileno=int(config["fd"]))
+class Zygote:
+    """The fork server: Arena's code only, one unit child at a time (docstring above)."""
+
+    def __init__(self, control: socket.socket, config: dict[str, Any]) -> None:
+        self.control, self.config = control, config
+        self.child: int | None = None
+        self.spin_s = float(config.get("spin_s", SPIN_S))
+        shm_fd = int(config.get("shm_fd", -1))
+        self.shm = mmap.mmap(shm_fd, 0, prot=mmap.PROT_READ) if shm_fd >= 0 else None
+        if shm_fd >= 0:
+            os.close(shm_fd)  # the mapping stays; the unit child gets no descriptor to map anew
+        self.fresh = JailState.taken(WRITABLE)
+
+    def serve(self) -> None:
+        buffer, pacer = bytearray(), Pacer(self.spin_s)
+        while (request := receive_request(self.control, buffer, pacer)) is not None:
+            op, argument = request
+            if op == "make":
+                self.fork(argument)
+            elif op == "end":
+                send(self.control, {"ok": self.end(float(argument.get("wait_s", 0)))})
+            else:
+                send(self.control, {"raised": ["ValueError", f"unknown request {op!r}"]})
+            pacer.sent()
+        self.end(0)
+
+    def fork(self, argument: dict[str, Any]) -> None:
+        """A unit child that makes the agent and serves its unit on a socket of its own, whose
+        other end goes to the worker with the answer {"unit": pid}."""
+        if self.child is not None:
+            self.end(0)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            unit_child(self, theirs, argument)
+        theirs.close()
+        self.child = pid
+        socket.send_fds(self.control, [encode_answer({"ok": {"unit": pid}})], [ours.fileno()])
+        ours.close()
+
+    def end(self, wait_s: float) -> dict[str, Any]:
+        """The unit child ended (given `wait_s` to exit by itself, then killed) and the jail's
+        writable places as they were at the start: how it ended, its CPU time, and whether the
+        jail is as fresh as it was (else the worker does not reuse it)."""
+        if self.child is None:
+            return {"code": None, "clean": self.fresh.restore()}
+        pid, self.child = self.child, None
+        _wait_for(pid, wait_s)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _, status, usage = os.wait4(pid, 0)
+        cpu_s = usage.ru_utime + usage.ru_stime
+        return {"code": _exit_code(status), "cpu_s": cpu_s, "clean": self.fresh.restore()}
+
+
+def _wait_for(pid: int, wait_s: float) -> None:
+    """Until the child has exited, for at most wait_s."""
     try:
-        memory_mb = set_limits(config)
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # gone already, or a kernel without pidfds: it is killed at once
+        return
+    try:
+        select.select([pidfd], [], [], wait_s)
+    finally:
+        os.close(pidfd)
+
+
+def _exit_code(status: int) -> int:
+    """As bwrap reports its child's end: the exit status, or 128 + the signal that killed it."""
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def unit_child(zygote: Zygote, sock: socket.socket, argument: dict[str, Any]) -> None:
+    """In the forked child, before any of the agent's code: no way back to the zygote, the
+    unit's CPU limit, no processes; then the agent made and its unit served. Never returns."""
+    try:
+        zygote.control.close()
+        cpu_s = argument.pop("cpu_s", None)
+        if cpu_s:
+            # SIGXCPU at the limit (the default action ends the process), SIGKILL a second later
+            # for an agent that catches it.
+            limit = math.ceil(float(cpu_s))
+            resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + CPU_GRACE_S))
         forbid_processes()
+        _dumpable()
     except (OSError, ValueError) as exc:
         send(sock, {"broken": f"the agent sandbox could not be set up: {exc}"})
+        _exit(70)
+    serve(sock, Server(zygote.shm), zygote.spin_s, ("make", argument))
+    _exit(0)
+
+
+def _dumpable() -> None:
+    """The zygote is not dumpable (no process of the jail may read or write its memory); the
+    unit child is again, so that its own /proc files are its own."""
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+
+
+def _preload(names: list[str]) -> None:
+    """Trusted libraries imported once in the zygote, inherited by every unit child."""
+    for name in names:
+        with contextlib.suppress(Exception):  # missing here: the agent's import says so
+            importlib.import_module(name)
+
+
+def _guard_zygote() -> None:
+    """Ignore every signal a unit child could send (SIGKILL and SIGSTOP cannot be: those end
+    or stall the jail, which the worker then ends) and forbid reading its memory."""
+    for number in signal.valid_signals():
+        if number not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD):
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(number, signal.SIG_IGN)
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    config = json.loads((argv or sys.argv)[1])
+    control = socket.socket(fileno=int(config["fd"]))
+    try:
+        memory_mb = set_limits(config)
+        _guard_zygote()
+    except (OSError, ValueError) as exc:
+        send(control, {"broken": f"the agent sandbox could not be set up: {exc}"})
         _exit(70)
     sys.path[:0] = [p for p in config["paths"] if p not in sys.path]
     if os.path.isdir(config["cwd"]):
         os.chdir(config["cwd"])  # where the worker runs (only the bound folders exist there)
     else:
         os.chdir("/tmp")
-    server = Server(int(config.get("shm_fd", -1)))
-    send(sock, {"ready": os.getpid(), "memory_mb": memory_mb})
-    serve(sock, server, float(config.get("spin_s", SPIN_S)))
+    zygote = Zygote(control, config)
+    send(control, {"ready": os.getpid(), "memory_mb": memory_mb})
+    _preload(list(config.get("preload", [])))
+    zygote.serve()
     _exit(0)

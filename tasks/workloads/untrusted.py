@@ -46,6 +46,12 @@ def agent_limits(settings: ArenaSettings) -> AgentLimits:
     )
 
 
+def unit_cpu_s(settings: ArenaSettings, unit: Unit) -> float:
+    """A sandboxed agent's CPU seconds for the unit: ARENA_AGENT_CPU_S, or (0) as many cores as
+    ARENA_AGENT_CPUS for as long as the unit may take."""
+    return settings.agent_cpu_s or settings.agent_cpus * unit.time_limit_s
+
+
 @contextmanager
 def agent_for_unit(
     source: AgentSource, unit: Unit, step_timeout_s: float, in_process: Callable[[], Any]
@@ -56,7 +62,7 @@ def agent_for_unit(
     if settings.trust_agents and refusal() is not None:
         yield in_process()
         return
-    limits = agent_limits(settings)
+    limits = agent_limits(settings).model_copy(update={"cpu_s": unit_cpu_s(settings, unit)})
     with untrusted_agent(
         source, unit.agent_fingerprint, limits, step_timeout_s=step_timeout_s
     ) as agent:
@@ -83,6 +89,7 @@ def group_agent_for_unit(
         agent_limits(settings),
         step_timeout_s=step_timeout_s,
         idle_s=settings.inference_idle_s,
+        silence_s=settings.inference_silence_s,
     ) as agent:
         yield agent
 

@@ -85,7 +85,8 @@ def test_the_agent_runs_in_a_jail_of_its_own():
     assert seen["uid"] == bwrap.JAIL_UID and seen["pid"] != os.getpid()
     assert not any(name.startswith(("ARENA_", "REDIS")) for name in seen["env"])
     assert seen["env"]["HOME"] == "/tmp" and seen["env"]["OMP_NUM_THREADS"] == "1"
-    assert seen["proc"] == ["1", "2"]  # bwrap's init and the agent: no process of the worker's
+    # bwrap's init, the fork server and the unit's child: no process of the worker's
+    assert seen["proc"] == ["1", "2", "3"]
     assert seen["cwd"] == os.getcwd()  # the worker's folder, holding only what is bound
 
 
@@ -166,13 +167,16 @@ def test_a_step_past_its_timeout_ends_the_process():
             ask(agent, "token")
 
 
-def test_a_process_is_kept_for_the_next_unit_of_the_same_agent():
+def test_a_jail_is_kept_for_the_next_unit_of_the_same_agent_whose_module_starts_afresh():
+    """The jail (its fork server) serves the agent's next unit; the unit gets a new child that
+    imports the agent's module again, so a module-level token differs from unit to unit."""
     with facts() as agent:
-        first = ask(agent, "token")
+        first, jail = ask(agent, "token"), agent.process
     with facts() as agent:
-        assert ask(agent, "token") == first  # the same process, a new agent from the factory
-    with facts(AgentLimits(memory_mb=300)) as agent:  # other settings: another process
-        assert ask(agent, "token") != first
+        assert agent.process is jail and agent.process.pid == jail.pid  # the same jail
+        assert ask(agent, "token") != first  # a fresh module, as in a new process
+    with facts(AgentLimits(memory_mb=300)) as agent:  # other settings: another jail
+        assert agent.process is not jail
 
 
 def test_a_changed_agent_is_refused_before_its_process_starts(

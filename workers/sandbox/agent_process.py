@@ -1,13 +1,19 @@
-"""One sandboxed agent's process, seen from the worker: started in a bubblewrap jail, asked one
-question at a time over a unix socket, watched, and ended (docs/agents.md, "Where agents run").
-The other side is workers/agent_child.py; what travels between them, workers/agent_wire.py.
+"""One sandboxed agent's jail, seen from the worker: started with bubblewrap, asked one question
+at a time over unix sockets, watched, and ended (docs/agents.md, "Where agents run"). The other
+side is workers/agent_child.py; what travels between them, workers/agent_wire.py.
+
+The jail's first process is a fork server (the zygote, Arena's code only). Each unit's `make`
+goes to it; it forks a unit child that makes the agent and serves the unit on a socket of its
+own, handed to the worker with the answer. At the unit's end (`end_unit`) the zygote kills the
+child and puts the jail's /tmp back as it was: the next unit of the agent, in the same warm
+jail, starts as a fresh process would (a `device: cuda` checkpoint keeps its unit child, whose
+CUDA context cannot be forked: docs/agents.md says what that leaves).
 
 Everything the agent's process says is untrusted: answers are an int, a str or JSON of bounded
 size, never a pickle, read with a per-step timeout; a process that dies, stops answering or
-answers out of turn is the agent's fault (AgentFault, an ordinary exception: a game counts it as
-a faulted move, Mario and bandit end the unit with it), never the worker's. A jail that cannot
-be set up at all is the host's (AgentSandboxBroken: an infrastructure error, retried on
-resubmission).
+answers out of turn is the agent's fault (workers/sandbox/agent_faults.py), never the worker's.
+A jail that cannot be set up at all is the host's (AgentSandboxBroken: an infrastructure error,
+retried on resubmission).
 
 A Mario frame does not travel on the socket: the worker copies it into a shared memory segment
 (a memfd both processes map; the agent's side read-only) before it asks for the action.
@@ -41,11 +47,24 @@ from workers.agent_wire import (
     decode_answer,
     encode_request,
 )
-from workers.sandbox.base import SandboxUnavailable
+from workers.sandbox.agent_faults import (
+    AgentFault,
+    AgentOutOfCPU,
+    AgentOutOfMemory,
+    AgentProcessDied,
+    AgentRaised,
+    AgentSandboxBroken,
+    AgentTimedOut,
+    agent_exception,
+    exit_reason,
+    value_of,
+    write_stdout,
+)
 from workers.sandbox.bwrap import Jail, require
 from workers.sandbox.seccomp import jail_filter
 
 EXIT_GRACE_S = 2.0  # how long a process that closed its socket has to exit before it is killed
+END_TIMEOUT_S = 10.0  # the zygote's answer to `end` (kill, reap, empty /tmp); else the jail goes
 SHM_BYTES = 4 << 20  # arrays up to this size travel through shared memory (a frame: 180 KiB)
 OUTPUT_CHUNK = 1 << 16
 # What native code prints when an allocation fails under the memory limit and it aborts.
@@ -55,32 +74,6 @@ OUT_OF_MEMORY = (b"std::bad_alloc", b"Cannot allocate memory", b"out of memory")
 # unit's log when it prints it, not when a buffer fills).
 PYTHON_FLAGS = ("-I", "-B", "-u")
 BOOT = "import sys; sys.path.insert(0, {root!r}); from workers.agent_child import main; main()"
-
-
-class AgentFault(RuntimeError):
-    """The agent's process failed the contract: it died, was killed, ran out of memory, did not
-    answer within the per-step timeout, or answered something that is not an answer."""
-
-
-class AgentProcessDied(AgentFault):
-    pass
-
-
-class AgentOutOfMemory(AgentFault):
-    pass
-
-
-class AgentTimedOut(AgentFault):
-    pass
-
-
-class AgentRaised(Exception):
-    """An exception the agent's code raised in its process; `agent_exception` names a subclass
-    after the agent's own type, so reasons read as they do for an agent run in the worker."""
-
-
-class AgentSandboxBroken(SandboxUnavailable):
-    """The jail could not be set up here (bubblewrap failed): not the agent's doing."""
 
 
 @dataclass(frozen=True)
@@ -95,31 +88,22 @@ class ProcessPlan:
     memory_rlimit: Literal["as", "data"]
     file_mb: int
     seccomp: bool = True  # the jail's system-call filter (workers.sandbox.seccomp), if there
-
-
-_agent_exceptions: dict[str, type[AgentRaised]] = {}
-
-
-def agent_exception(name: str) -> type[AgentRaised]:
-    """A subclass of AgentRaised called `name` (when it is an identifier): `RuntimeError: bug`
-    in the agent's process reads `RuntimeError: bug` in the worker too."""
-    if not name.isidentifier() or len(name) > 60:
-        return AgentRaised
-    if name not in _agent_exceptions:
-        if len(_agent_exceptions) >= 256:  # names come from the agent: keep the table small
-            return AgentRaised
-        _agent_exceptions[name] = type(name, (AgentRaised,), {"__module__": "agent"})
-    return _agent_exceptions[name]
+    preload: tuple[str, ...] = ()  # trusted modules the zygote imports for every unit child
 
 
 class AgentProcess:
-    """The agent's process in its jail. `request` asks one thing and returns the answer's value;
-    after a fault that leaves the process in an unknown state it is ended, and every later
-    request raises the same AgentFault at once (a dead agent answers nothing more)."""
+    """The agent's jail. `request` asks one thing and returns the answer's value; `make` starts
+    a unit (a new unit child, unless one lives on: `device: cuda`), `end_unit` ends it. After a
+    fault that leaves the unit child in an unknown state it is ended, and every later request
+    of the unit raises the same AgentFault at once (a dead agent answers nothing more)."""
 
     def __init__(self, plan: ProcessPlan, start_timeout_s: float) -> None:
         self.plan = plan
-        self.dead: str | None = None  # why the process can answer nothing more
+        self.dead: str | None = None  # why the unit's agent can answer nothing more
+        self._death: type[AgentFault] = AgentProcessDied
+        self.unit: int | None = None  # the unit child's pid in the jail, while it serves
+        self.cpu_s: float | None = None  # the unit child's CPU limit
+        self.limit_hit = False  # the unit child reached a limit it survived (a MemoryError)
         self.started = time.perf_counter()
         self._buffer = bytearray()
         self._note: str | None = None  # what the agent's side said before it exited
@@ -142,20 +126,23 @@ class AgentProcess:
         out_read, out_write = os.pipe()
         shm_fd = os.memfd_create("arena-agent-frame", 0)
         os.ftruncate(shm_fd, SHM_BYTES)
+        # The jail gets the segment read-only: no mapping of it there can be made writable.
+        shm_read = os.open(f"/proc/self/fd/{shm_fd}", os.O_RDONLY)
         seccomp_fd = jail_filter() if self.plan.seccomp else None
         config = {
             "fd": theirs.fileno(),
-            "shm_fd": shm_fd,
+            "shm_fd": shm_read,
             "paths": list(self.plan.paths),
             "cwd": self.plan.cwd,
             "memory_mb": self.plan.memory_mb,
             "memory_rlimit": self.plan.memory_rlimit,
             "file_mb": self.plan.file_mb,
             "spin_s": SPIN_S,
+            "preload": list(self.plan.preload),
         }
         boot = BOOT.format(root=str(self.plan.arena_root))
         command = [sys.executable, *PYTHON_FLAGS, "-c", boot, json.dumps(config)]
-        passed = [theirs.fileno(), shm_fd, *([seccomp_fd] if seccomp_fd is not None else [])]
+        passed = [theirs.fileno(), shm_read, *([seccomp_fd] if seccomp_fd is not None else [])]
         try:
             self.proc = subprocess.Popen(
                 self.plan.jail.argv(command, bwrap, seccomp_fd=seccomp_fd),
@@ -169,12 +156,13 @@ class AgentProcess:
                 env=dict(self.plan.jail.env),
             )
         finally:
-            for fd in (theirs.detach(), out_write, *passed[2:]):
+            for fd in (theirs.detach(), out_write, *passed[1:]):
                 os.close(fd)
-        self.sock, self.output = ours, out_read
+        self.control = self.sock = ours  # the zygote's; a unit's own while one serves
+        self.output = out_read
         self.shm = mmap.mmap(shm_fd, SHM_BYTES)
         os.close(shm_fd)
-        self._poll = select.poll()
+        self._poll = select.poll()  # the output and the socket requests go to now
         self._poll.register(self.sock, select.POLLIN)
         self._poll.register(self.output, select.POLLIN)
 
@@ -194,26 +182,112 @@ class AgentProcess:
         self.memory_mb = limit if isinstance(limit, int) and limit > 0 else self.plan.memory_mb
         return int(answer["ready"])
 
+    def fault(self) -> AgentFault:
+        """What every request of a unit whose agent is dead raises."""
+        return self._death(self.dead)
+
     def request(self, op: str, argument: Any, timeout_s: float) -> Any:
         """Send one request and return the answer's value; the agent's failures raise."""
-        if self.dead is not None:
-            raise AgentProcessDied(self.dead)
+        forking = op == "make" and self.unit is None and self.control.fileno() >= 0
+        if self.dead is not None and not forking:
+            raise self.fault()
         if op == "make":  # the agent's side forgets the last unit's observations too
             self.observations = Observations(self._share)
         try:
-            self.sock.sendall(encode_request(op, argument))
+            if forking:
+                self._fork_unit(argument, timeout_s)
+            else:
+                self.sock.sendall(encode_request(op, argument))
             answer = self._answer(timeout_s)
         except AgentTimedOut as fault:
             self._end(f"it was ended after {fault}")
             raise
         except (BrokenPipeError, ConnectionResetError):
-            raise AgentProcessDied(self._died()) from None
+            raise self._died() from None
         except AgentFault:
             raise
         except BaseException:  # the unit's deadline (or Ctrl-C) mid-request
             self._end("it was ended by the unit's time limit")
             raise
-        return _value(answer, self.memory_mb)
+        self.limit_hit = self.limit_hit or "memory" in answer
+        return value_of(answer, self.memory_mb)
+
+    def _fork_unit(self, argument: Any, timeout_s: float) -> None:
+        """The zygote forks the unit's child, which makes the agent: requests go to the child's
+        socket from now on (the make's answer comes on it)."""
+        answer, fds = self._ask_zygote("make", argument, timeout_s)
+        made = answer.get("ok")
+        if not fds or not isinstance(made, dict):
+            self._end(f"its jail answered {str(answer)[:100]}")
+            raise AgentFault(self.dead)
+        for extra in fds[1:]:
+            os.close(extra)
+        self._use(socket.socket(fileno=fds[0]))
+        self.unit = made.get("unit")
+        self.cpu_s = argument.get("cpu_s") if isinstance(argument, dict) else None
+        self.dead, self._death, self._note, self.limit_hit = None, AgentProcessDied, None, False
+
+    def _use(self, sock: socket.socket) -> None:
+        self._poll.unregister(self.sock)
+        self.sock = sock
+        self._poll.register(self.sock, select.POLLIN)
+
+    def _ask_zygote(
+        self, op: str, argument: Any, timeout_s: float
+    ) -> tuple[dict[str, Any], list[int]]:
+        """One request to the zygote and its answer, with the descriptors it passed."""
+        self.control.sendall(encode_request(op, argument))
+        data, fds, end = bytearray(), list[int](), time.monotonic() + timeout_s
+        while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack_from(data)[0]:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                raise AgentTimedOut(f"its jail did not answer within {timeout_s:g}s")
+            ready = select.select([self.control.fileno(), self.output], [], [], remaining)[0]
+            if self.output in ready:
+                self._forward_output()
+            if self.control.fileno() in ready:
+                chunk, passed, _, _ = socket.recv_fds(self.control, 1 << 16, 4)
+                fds += passed
+                if not chunk:
+                    raise ConnectionResetError("the agent's jail closed its socket")
+                data += chunk
+        length = HEADER.unpack_from(data)[0]
+        answer = decode_answer(data[HEADER.size], bytes(data[HEADER.size + 1 :]))
+        if length > MAX_ANSWER or len(data) != HEADER.size + length or answer is None:
+            self._end("its jail sent something that is not an answer")
+            raise AgentFault(self.dead)
+        return answer, fds
+
+    def end_unit(self) -> None:
+        """The unit is over: its child is ended and the jail put back as it was when it
+        started. A jail that cannot be is ended (never reused)."""
+        if self.unit is None or self.control.fileno() < 0:
+            return
+        try:
+            ended = self._end_child(0)
+        except (AgentFault, OSError):
+            self._end("its jail did not end the unit")
+            return
+        self.dead = self.dead or "the unit's agent was ended with its unit"
+        if not ended.get("clean"):
+            self._end("its jail could not be put back as it was")
+
+    def _end_child(self, wait_s: float) -> dict[str, Any]:
+        """The zygote's word on the unit child: `code` (bwrap's way: 128 + a signal), its CPU
+        seconds, and whether the jail is clean again."""
+        unit_sock = self.sock
+        self._use(self.control)
+        if unit_sock is not self.control:
+            unit_sock.close()  # the child reads its end: it would exit by itself
+        self._buffer.clear()
+        self.unit = None
+        answer, fds = self._ask_zygote("end", {"wait_s": wait_s}, END_TIMEOUT_S + wait_s)
+        for fd in fds:
+            os.close(fd)
+        ended = answer.get("ok")
+        if not isinstance(ended, dict):
+            raise AgentFault(f"its jail answered {str(answer)[:100]}")
+        return ended
 
     def encode(self, observation: Any) -> tuple[int, Any, ArrayRef | None]:
         """What `act` sends of an observation (agent_wire.Observations)."""
@@ -240,9 +314,14 @@ class AgentProcess:
 
     @property
     def reusable(self) -> bool:
-        """Alive, idle and with nothing unasked-for waiting on its socket."""
-        if self.dead is not None or self.proc.poll() is not None or self._buffer:
+        """Alive, idle and with nothing unasked-for waiting on its sockets; a unit child kept
+        for the next unit (cuda) alive too."""
+        if self.control.fileno() < 0 or self.proc.poll() is not None or self._buffer:
             return False
+        if self.unit is not None and (self.dead is not None or self.limit_hit):
+            return False
+        if self.sock is not self.control and select.select([self.control], [], [], 0)[0]:
+            return False  # the zygote said something nobody asked for, or it is gone
         for fd, _ in self._poll.poll(0):
             if fd == self.output:
                 self._forward_output()
@@ -261,7 +340,7 @@ class AgentProcess:
                 os.sched_yield()
                 continue
             if not chunk:
-                raise AgentProcessDied(self._died())
+                raise self._died()
             self._buffer += chunk
             answer = self._take()
             if answer is not None:
@@ -280,7 +359,7 @@ class AgentProcess:
                     continue
                 chunk = self.sock.recv(1 << 20)
                 if not chunk:
-                    raise AgentProcessDied(self._died())
+                    raise self._died()
                 self._buffer += chunk
 
     def _take(self) -> dict[str, Any] | None:
@@ -313,20 +392,46 @@ class AgentProcess:
         self._tail = (self._tail + data)[-2000:]
         write_stdout(data)
 
-    def _died(self) -> str:
-        """Why the process stopped answering, once it has exited (killed if it will not)."""
+    def _died(self) -> AgentFault:
+        """Why the unit's child stopped answering, as the zygote saw it end (given a moment to
+        exit by itself); the jail's own end if the zygote is gone."""
+        if self.unit is None:
+            return self._jail_died()
+        try:
+            ended = self._end_child(EXIT_GRACE_S)
+        except (AgentFault, OSError):
+            return self._jail_died()
+        code, cpu_s = ended.get("code"), ended.get("cpu_s")
+        self._drain()
+        self._death, self.dead = AgentProcessDied, self._exited(int(code or 0))
+        signal_ended = isinstance(code, int) and code - 128 in (signal.SIGXCPU, signal.SIGKILL)
+        if self.cpu_s and signal_ended and isinstance(cpu_s, float) and cpu_s >= self.cpu_s:
+            self._death = AgentOutOfCPU
+            self.dead = (
+                f"the agent's process {exit_reason(int(code or 0))}: it used {cpu_s:.1f}s of "
+                f"CPU, its limit is {self.cpu_s:g}s (ARENA_AGENT_CPU_S)"
+            )
+        if not ended.get("clean"):
+            self._end("its jail could not be put back as it was")
+        return self.fault()
+
+    def _jail_died(self) -> AgentFault:
+        """Why the jail stopped answering, once bwrap has exited (killed if it will not)."""
         try:
             code = self.proc.wait(EXIT_GRACE_S)
         except subprocess.TimeoutExpired:
             self._end("it closed its socket and was ended")
-            return str(self.dead)
+            return self.fault()
         self._drain()
+        self.dead = self._exited(code)
+        self.close()
+        return self.fault()
+
+    def _exited(self, code: int) -> str:
         note = self._note
         if note is None and any(sign in self._tail for sign in OUT_OF_MEMORY):
             note = f"out of memory: memory limit {self.memory_mb} MB"
-        self.dead = f"the agent's process {exit_reason(code)}" + (f" ({note})" if note else "")
-        self.close()
-        return self.dead
+        return f"the agent's process {exit_reason(code)}" + (f" ({note})" if note else "")
 
     def _end(self, why: str) -> None:
         if self.dead is None:
@@ -355,44 +460,31 @@ class AgentProcess:
             self.proc.kill()  # bwrap: its init in the jail dies with it, and the jail with that
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
-        if self.sock.fileno() >= 0:
+        self.unit = None
+        if self.control.fileno() >= 0:
             self._drain()
             self._poll.unregister(self.sock)
             self._poll.unregister(self.output)
             self.sock.close()
+            self.control.close()
             os.close(self.output)
             self._shm_bytes = self._shm_address = None
             with contextlib.suppress(BufferError):  # an array of the agent's still views it
                 self.shm.close()
 
 
-def write_stdout(data: bytes) -> None:
-    """What an agent printed, into this process's stdout (fd 1: the unit's log captures it)."""
-    while data:
-        data = data[os.write(1, data) :]
-
-
-def exit_reason(code: int) -> str:
-    """How bwrap said the agent's process ended: its exit status, or 128 + the signal."""
-    if code > 128:
-        number = code - 128
-        try:
-            name = f" ({signal.Signals(number).name})"
-        except ValueError:
-            name = ""
-        return f"was killed by signal {number}{name}"
-    if code < 0:  # bwrap itself was killed
-        return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-def _value(answer: dict[str, Any], memory_mb: int) -> Any:
-    if "ok" in answer:
-        return answer["ok"]
-    if "memory" in answer:
-        why = str(answer["memory"])[:200]
-        raise AgentOutOfMemory(f"memory limit {memory_mb} MB exceeded ({why})")
-    raised = answer.get("raised")
-    if isinstance(raised, list) and len(raised) == 2:
-        raise agent_exception(str(raised[0]))(str(raised[1])[:1000])
-    raise AgentFault(f"the agent's process answered {str(answer)[:100]}")
+__all__ = [
+    "SHM_BYTES",
+    "AgentFault",
+    "AgentOutOfCPU",
+    "AgentOutOfMemory",
+    "AgentProcess",
+    "AgentProcessDied",
+    "AgentRaised",
+    "AgentSandboxBroken",
+    "AgentTimedOut",
+    "ProcessPlan",
+    "agent_exception",
+    "exit_reason",
+    "write_stdout",
+]

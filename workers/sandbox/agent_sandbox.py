@@ -8,11 +8,13 @@ working directory as a whole (it may hold `.env` and the embedded Redis's socket
 only writable place is a private 64 MiB /tmp; no network, a /proc of its own, an empty
 environment, a memory limit (ARENA_AGENT_MEMORY_MB), no way to start processes.
 
-A worker process keeps the last few agents' processes warm between units (WARM_PROCESSES): a
-unit of the same agent (same files, same settings) calls the factory again in the same process,
-as an in-process agent's module stays imported between units. Where no jail can start, untrusted
-agents are refused (AgentSandboxUnavailable, an infrastructure error naming the setting) unless
-the operator trusts them (ARENA_TRUST_AGENTS=true: they run in the worker, as before).
+A worker process keeps the last few agents' jails warm between units (WARM_PROCESSES): a unit
+of the same agent (same files, same settings) gets a new child of the jail's fork server, which
+imports the agent afresh, so nothing of the agent's outlives its unit (a `device: cuda`
+checkpoint keeps its child, whose CUDA context cannot be forked; docs/agents.md). Where no jail
+can start, untrusted agents are refused (AgentSandboxUnavailable, an infrastructure error naming
+the setting) unless the operator trusts them (ARENA_TRUST_AGENTS=true: they run in the worker,
+as before).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import scoring
 import workers
 from workers.agents import AgentChanged, source_digest
 from workers.fingerprint import AgentFingerprint, agent_search_path, file_fingerprint
-from workers.sandbox.agent_process import AgentProcess, AgentProcessDied, ProcessPlan
+from workers.sandbox.agent_process import AgentProcess, ProcessPlan
 from workers.sandbox.base import SandboxUnavailable
 from workers.sandbox.bwrap import DEFAULT_ENV_NAMES, Jail, probe, python_paths
 
@@ -84,6 +86,7 @@ class AgentLimits(BaseModel):
 
     memory_mb: int = 2048
     cpus: float = 1.0
+    cpu_s: float | None = None  # a unit child's CPU seconds (RLIMIT_CPU); None: no limit
     start_timeout_s: float = 60.0
     data_dir: Path = Path(".arena-data")
 
@@ -101,7 +104,7 @@ def refusal() -> str | None:
 
 class SandboxedAgent:
     """The agent in its process, as an in-process agent: `reset` and `act` are forwarded. Once
-    its process is dead, every call raises the same AgentProcessDied at once."""
+    its process is dead, every call raises the same AgentFault at once."""
 
     def __init__(self, process: AgentProcess, step_timeout_s: float, made: dict[str, Any]) -> None:
         self.process, self.step_timeout_s = process, step_timeout_s
@@ -114,7 +117,7 @@ class SandboxedAgent:
 
     def act(self, observation: Any) -> Any:
         if self.process.dead is not None:
-            raise AgentProcessDied(self.process.dead)
+            raise self.process.fault()
         return self.process.request("act", self.process.encode(observation), self.step_timeout_s)
 
 
@@ -186,10 +189,14 @@ def untrusted_agent(
     if process is None:
         process = AgentProcess(plan_for(source, limits), limits.start_timeout_s)
     try:
-        made = process.request("make", source.make_request(), limits.start_timeout_s)
+        cpu_s = limits.cpu_s if source.device != "cuda" else None  # its child serves on
+        request = {**source.make_request(), "cpu_s": cpu_s}
+        made = process.request("make", request, limits.start_timeout_s)
         check_gpu_reached(source, made, gpu_devices())
         yield SandboxedAgent(process, step_timeout_s, made if isinstance(made, dict) else {})
     finally:
+        if source.device != "cuda" or process.limit_hit:
+            process.end_unit()  # the next unit gets a new child of the jail's fork server
         POOL.give(key, process)
 
 
@@ -202,7 +209,9 @@ def process_key(source: AgentSource, expected: AgentFingerprint | None, limits: 
     if why is not None:
         raise AgentSandboxUnavailable(why)
     digest = checked_digest(source, expected)
-    return json.dumps([source.model_dump(), digest, os.getcwd(), limits.model_dump(mode="json")])
+    # The CPU limit is the unit child's, set at each fork: one jail serves units of any.
+    limits_key = limits.model_dump(mode="json", exclude={"cpu_s"})
+    return json.dumps([source.model_dump(), digest, os.getcwd(), limits_key])
 
 
 def check_gpu_reached(source: AgentSource, made: Any, gpus: list[Path]) -> None:
@@ -264,7 +273,18 @@ def plan_for(source: AgentSource, limits: AgentLimits) -> ProcessPlan:
         memory_mb=limits.memory_mb,
         memory_rlimit="data" if cuda else "as",
         file_mb=AGENT_TMP_MB,
+        preload=preload_for(source),
     )
+
+
+def preload_for(source: AgentSource) -> tuple[str, ...]:
+    """What the jail's fork server imports once for every unit child (trusted libraries only,
+    never the agent's module): NumPy where installed; torch, SB3 and Arena's loader for a
+    checkpoint (2.4 s a unit otherwise)."""
+    wanted = ["numpy"]
+    if source.checkpoint:
+        wanted += ["torch", "stable_baselines3", "workers.mario.sb3"]
+    return tuple(name for name in wanted if importlib.util.find_spec(name) is not None)
 
 
 def agent_roots(entry_point: str, limits: AgentLimits) -> list[Path]:
@@ -316,6 +336,10 @@ def agent_environment(limits: AgentLimits) -> dict[str, str]:
     env = {name: os.environ[name] for name in DEFAULT_ENV_NAMES if name in os.environ}
     env |= {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp"}
     env |= {name: os.environ.get(name, threads) for name in THREAD_VARIABLES}
+    # glibc reserves 64 MiB of address space per malloc arena, up to 8 per core, as many as
+    # threads happen to contend: torch's threads made a checkpoint's load fail the memory limit
+    # now and then (more under load). Two arenas keep its address space what it allocates.
+    env["MALLOC_ARENA_MAX"] = "2"
     return env
 
 
