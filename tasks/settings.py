@@ -77,6 +77,9 @@ class ArenaSettings(BaseSettings):
     agent_cpus: float = Field(1.0, gt=0, le=1024, allow_inf_nan=False)
     agent_pids: int = Field(256, ge=16, le=1 << 22)
     agent_start_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False)
+    # A sandboxed agent's CPU seconds in one unit (RLIMIT_CPU on its unit child; past it the
+    # child is killed, the agent's fault). 0: ARENA_AGENT_CPUS x the unit's time limit.
+    agent_cpu_s: float = Field(0.0, ge=0, le=1e7, allow_inf_nan=False)
     # A checkpoint's lockstep batches (inference_batch > 1) on one inference process per host
     # for all its worker processes (one CUDA context, not one per process): "auto" for `device:
     # cuda` on a host with a GPU, "always", or "never". It exits idle this long after its last
