@@ -30,12 +30,12 @@ from tests.docker_support import (
 from workers.agent_image import (
     AgentImageError,
     ImageAgent,
-    UnixHttp,
     container_user,
     image_agent,
 )
 from workers.agent_server import encode_observation
 from workers.sandbox.containers import LABEL_KIND, LABEL_PID
+from workers.unix_http import UnixHttp
 
 pytestmark = [pytest.mark.integration, DOCKER_GROUP]
 ROOT = Path(__file__).resolve().parents[2]

@@ -67,7 +67,9 @@ def test_a_passed_deadline_sends_nothing(server: HostileServer, client: httpx.Cl
     assert server.requests == 0
 
 
-def test_a_flood_is_refused_past_the_cap_unread(server: HostileServer, client: httpx.Client):
+def test_a_flood_is_refused_past_the_cap_unread(
+    server: HostileServer, client: httpx.Client
+) -> None:
     """600 MiB offered, no Content-Length: the client stops a little past 1 MiB (what the
     kernel's buffers held beyond it is all the server got rid of)."""
     with pytest.raises(AnswerTooLarge, match="over 1,048,576 bytes"):

@@ -1,4 +1,4 @@
-"""workers.agent_image.UnixHttp (the agent image's socket) against a hostile agent on a real unix
+"""workers.unix_http.UnixHttp (the agent image's socket) against a hostile agent on a real unix
 socket: each exchange ends within its timeout, the whole answer's, not each receive's (before,
 an answer dripped a byte at a time within the timeout kept the worker as long as the agent
 liked); an answer is bounded in total, chunked or not, headers included; what is not HTTP is
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.agent_image import MAX_ANSWER, MAX_HEADERS, AgentImageError, ImageAgent, UnixHttp
+from workers.agent_image import AgentImageError, ImageAgent
+from workers.unix_http import MAX_ANSWER, MAX_HEADERS, UnixHttp
 
 OK = b'HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{"action": 0}'
 Answer = Callable[[socket.socket, threading.Event], None]
