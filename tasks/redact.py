@@ -12,14 +12,19 @@ that scanners can find them (GitHub, GitLab, `sk-` keys of OpenAI, Anthropic and
 AWS access key ids, Hugging Face, npm, Google API keys). A token keeps its prefix (`ghp_***`),
 which says what leaked without leaking it.
 
-The same rules apply to plain text and to a serialised JSON document or HTML page, so the API
-redacts an answer's bytes in one pass: no rule matches a quote or a backslash (a JSON document
-stays valid) and a token after an escaped newline (`\\nghp_...`) is still a token.
+Secrets are taken out of the raw values first (`redact_value`: a structure walked, each string
+redacted before anything serialises it), since escaping changes a secret's spelling: a
+password with `"` or `\\` in it is `\\"` and `\\\\` in JSON, `&#34;` in HTML. A last pass runs
+on the text that leaves (`redact_text`, `redact_bytes`: the API's answers, the CLI's output):
+there no rule matches a bare quote (a JSON document stays valid), an escaped pair (`\\"`,
+`\\u00e9`) is read as part of a URL's userinfo, and a token after an escaped newline
+(`\\nghp_...`) is still a token.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 MASK = "***"
 _WORD = "A-Za-z0-9_-"
@@ -51,8 +56,9 @@ _DASH_TOKENS = (
 RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), replacement)
     for pattern, replacement in (
-        # URL userinfo, scheme://user:password@host (`&`, `;`, `#`: HTML writes ' as &#x27;)
-        (r"://[^\x00-\x20\x7f/?@\"\\<>]+@", f"://{MASK}@"),
+        # URL userinfo, scheme://user:password@host, up to its last @ (`&`, `;`, `#`: HTML
+        # writes ' as &#x27;; a backslash and what follows: JSON's escaped pairs, \" and \\)
+        (r"://(?:[^\x00-\x20\x7f/?\"\\<>]|\\[^\x00-\x20\x7f])+@", f"://{MASK}@"),
         # ?token=..., &password=... (`;`: HTML writes & as &amp;)
         (
             "=(?:" + "|".join(rf"(?<=[?&;]{n}=)" for n in _QUERY_NAMES) + r")[^&#\s\"'<>\\]+",
@@ -66,6 +72,29 @@ RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (_token("AI", "z", "a[0-9A-Za-z_-]{35}"), f"za{MASK}"),  # Google API keys (AIza...)
     )
 )
+
+
+# A raw value's userinfo: everything from :// to the authority's last @ (a raw password may
+# hold a quote, a backslash or an @; the authority ends at /, ?, # or a space).
+RAW_USERINFO = re.compile(r"://[^\x00-\x20\x7f/?#]+@")
+
+
+def redact_raw(text: str) -> str:
+    """A raw value (not yet escaped for JSON or HTML), or plain text that leaves as it is (a
+    CLI's table), with every secret replaced by ***."""
+    return redact_text(RAW_USERINFO.sub(f"://{MASK}@", text))
+
+
+def redact_value(value: Any) -> Any:
+    """`value` (what JSON can hold: dicts, lists, strings, numbers) with every string in it,
+    keys too, redacted as a raw value, before anything serialises it."""
+    if isinstance(value, str):
+        return redact_raw(value)
+    if isinstance(value, dict):
+        return {redact_value(k): redact_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_value(v) for v in value]
+    return value
 
 
 def redact_text(text: str) -> str:

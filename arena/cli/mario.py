@@ -15,7 +15,7 @@ from arena.service.compare import read_series
 from arena.service.replays import check_video_path, pick_episode, replay, write_video
 from arena.service.series import Series, SeriesPoint
 from arena.service.training import Evaluated, Watched, template, watch
-from tasks.redact import redact_text
+from tasks.redact import redact_raw
 from tasks.settings import load_settings
 from tasks.validation import RunFailed
 
@@ -167,7 +167,7 @@ def evaluated_line(done: Evaluated) -> str:
         if point.episodes is not None:
             numbers.append(f"{point.episodes} episodes")
     line = ", ".join([head, *numbers]) + f" (batch {done.info.id[:12]})"
-    return redact_text(line + (f"; {done.errors}" if done.errors else ""))
+    return redact_raw(line + (f"; {done.errors}" if done.errors else ""))
 
 
 @click.command("series")

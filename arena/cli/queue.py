@@ -9,7 +9,7 @@ from rich.table import Table
 from arena.cli.terminal import JSON_HELP, console, print_json
 from arena.service import cluster
 from arena.service.queue import PoolQueue, QueuedBatch, duration, read_queue
-from tasks.redact import redact_text
+from tasks.redact import redact_raw
 from tasks.settings import load_settings
 
 
@@ -64,8 +64,8 @@ def row(place: QueuedBatch, first_of_group: bool) -> list[str]:
     )
     return [
         place.priority if first_of_group else "",
-        redact_text(team) if first_of_group else "",
-        redact_text(f"{label} ({place.workload}, weight {place.weight:g})"),
+        redact_raw(team) if first_of_group else "",
+        redact_raw(f"{label} ({place.workload}, weight {place.weight:g})"),
         state,
         f"{place.share:.0%}",
         f"{place.completed}/{place.total}",

@@ -12,7 +12,7 @@ from arena.cli.terminal import JSON_HELP, OUTPUT_PATH, exit_for, print_json, run
 from arena.service import batches, cluster, races
 from arena.service.race_input import ScoringFlags
 from arena.service.reports import check_output_path, write_report
-from tasks.redact import redact_text
+from tasks.redact import redact_raw
 from tasks.settings import load_settings
 from tasks.store import BatchInfo
 from tasks.validation import InputError
@@ -135,7 +135,7 @@ def results_command(batch_ref: str, as_json: bool) -> None:
     if as_json:
         print_json(races.results_payload(info))
     else:
-        click.echo(redact_text(format_results(info.summary or {}, batch_id)))
+        click.echo(redact_raw(format_results(info.summary or {}, batch_id)))
     exit_for(races.failed_line(batch_id, info.summary or {}))
 
 

@@ -18,7 +18,7 @@ from arena.service.batches import unit_logs
 from arena.service.boards import Board
 from arena.service.cluster import Finished, open_store, run_batch
 from arena.web.serve import serving
-from tasks.redact import redact_text
+from tasks.redact import redact_raw, redact_text, redact_value
 from tasks.settings import load_settings
 from tasks.store import BatchInfo
 from tasks.workloads.base import ValidatedBatch
@@ -38,21 +38,21 @@ OUTPUT_PATH = click.option(
 
 def print_json(data: Any) -> None:
     """JSON for machines, as every read prints it: redacted (tasks/redact.py)."""
-    click.echo(redact_text(json.dumps(data, indent=2, default=str)))
+    click.echo(redact_text(json.dumps(redact_value(data), indent=2, default=str)))
 
 
 def print_board(board: Board) -> None:
     """A rubric's own table (text) is printed as it is: long lines, never wrapped or cut."""
     text = board.rubric_text()
     if text is not None:
-        click.echo(redact_text(text))
+        click.echo(redact_raw(text))
     else:
         console.print(leaderboard_table(board))
 
 
 def print_batch(info: BatchInfo, notes: Sequence[str] = ()) -> None:
     """A batch's state in a line, and what holds it up while it runs."""
-    reason = f" ({redact_text(info.reason)})" if info.reason else ""
+    reason = f" ({redact_raw(info.reason)})" if info.reason else ""
     console.print(
         f"batch {info.id}: [bold]{info.status}[/] — {info.completed}/{info.total} units, "
         f"{info.errors} errors{reason}",
@@ -66,7 +66,7 @@ def print_batch(info: BatchInfo, notes: Sequence[str] = ()) -> None:
 def status_line(info: BatchInfo) -> str:
     label = f" run {info.run_id}" if info.run_id else ""
     label += f" team {info.team}" if info.team else ""
-    return redact_text(
+    return redact_raw(
         f"{info.id}  {info.status:<9} {info.workload:<9} {info.completed:>6}/{info.total:<6} "
         f"errors {info.errors:<4} leaderboard {info.leaderboard}{label}"
     )
@@ -89,7 +89,7 @@ def follow(show: bool) -> Callable[[Submission], ProgressBar]:
 def exit_for(summary: str | None) -> None:
     """A batch with errors (or one that failed or was cancelled) ends with status 1."""
     if summary:
-        click.echo(f"arena: {redact_text(summary)}", err=True)
+        click.echo(f"arena: {redact_raw(summary)}", err=True)
         raise SystemExit(1)
 
 
@@ -127,7 +127,7 @@ def show_logs(batch_ref: str, agent: str | None) -> None:
         batch_id, logs = unit_logs(db, batch_ref, agent)
     for log in logs:
         click.echo(click.style(f"── {log.unit_id} ({log.status}) ", bold=True).ljust(72, "─"))
-        click.echo(redact_text(log.text.rstrip("\n")))
+        click.echo(redact_raw(log.text.rstrip("\n")))
     if not logs:
         whose = f"agent {agent}" if agent else "any unit"
         click.echo(f"no output captured for {whose} in batch {batch_id}", err=True)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from tasks.provenance import Provenance, finished_provenance, provenance_of, utc_iso
-from tasks.redact import redact_text
+from tasks.redact import redact_text, redact_value
 from tasks.store import BatchStatus, Store, by_board
 from tasks.validation import InputError
 from tasks.workloads import get_workload, stored_units
@@ -196,7 +196,8 @@ def write_report(report: Report, path: Path) -> Path:
     leaves Arena: tasks/redact.py); returns the file written."""
     target = path if path.suffix == ".json" else path / f"arena-{report.batch_id}.json"
     temporary = target.with_name(f".{target.name}.tmp")
-    temporary.write_text(redact_text(json.dumps(report.model_dump(mode="json"), indent=2)) + "\n")
+    raw = redact_value(report.model_dump(mode="json"))  # before escaping respells a secret
+    temporary.write_text(redact_text(json.dumps(raw, indent=2)) + "\n")
     os.replace(temporary, target)
     return target
 

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp
 
 from arena.service.replays import Busy, Replays
 from arena.web import batch_page, page, pictures, routes
-from arena.web.front_door import FrontDoor, Tokens
+from arena.web.front_door import FrontDoor, RedactedJSON, Tokens
 from arena.web.html import csp_hash
 from arena.web.models import SPEC_MODEL, Error
 from arena.web.state import Api
@@ -90,7 +90,12 @@ def create_app(settings: ArenaSettings) -> FastAPI:
     replays = Replays(count=lambda outcome: REPLAYS.labels(outcome).inc())
     # /docs only when the operator asks (ARENA_API_DOCS), from Arena's own files; no /redoc.
     app = ArenaApp(
-        title="Arena", version="1", description="docs/api.md", docs_url=None, redoc_url=None
+        title="Arena",
+        version="1",
+        description="docs/api.md",
+        docs_url=None,
+        redoc_url=None,
+        default_response_class=RedactedJSON,  # secrets out of the raw values (tasks/redact.py)
     )
     metrics = routes.metrics_registry(db, team_names(teams))
     app.state.api = Api(settings, db, tokens, metrics, replays)

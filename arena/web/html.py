@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from arena.service.numbers import format_value, with_interval
+from tasks.redact import redact_raw, redact_value
 from tasks.workloads.base import ColumnFormat
 
 REFRESH_S = 5  # the index reloads itself while a batch runs
@@ -98,12 +99,13 @@ PAGE_CSP = (
 
 
 def e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """`value` for a page: redacted before it is escaped (escaping respells a secret)."""
+    return html.escape(redact_raw(str(value)), quote=True)
 
 
 def data(value: Any) -> str:
-    """The exact value as JSON, escaped for an attribute."""
-    return e(json.dumps(value))
+    """The exact value as JSON (redacted), escaped for an attribute."""
+    return html.escape(json.dumps(redact_value(value)), quote=True)
 
 
 def layout(
