@@ -5,8 +5,9 @@ local repositories under ARENA_REPO_ROOTS, remote ones over the schemes ARENA_RE
 lists on the hosts ARENA_REPO_HOSTS lists. Who asks matters only while a list is empty: then
 the operator's own CLI may name any local repository, or any host (on one machine the CLI's
 user is the operator, and `arena race run --repo .` must work with no setting), while the HTTP
-API's token holders and the schedules `arena beat` fires may name none. The same rule is applied when a spec is validated, again by
-the worker before it clones (a spec in Redis is checked twice), and before a merge.
+API's token holders and the schedules `arena beat` fires may name none. The same rule is
+applied when a spec is validated, again by the worker before it clones (a spec in Redis is
+checked twice), and before a merge.
 
 Refusals about a local path say the same thing whatever the path is (missing, not a
 repository, outside the roots): an answer that differed would tell a token holder what exists
