@@ -16,7 +16,8 @@ Run from the repository root: .venv/bin/python bench/agent_sandbox.py [--repeat 
    the two must be equal.
 3. Start: S fresh jails until the agent's side says it is ready (target: <= 100 ms), then the
    agent's import and factory in it (a standard-library agent, NumPy's first frame, torch and a
-   checkpoint with --sb3), reported apart.
+   checkpoint with --sb3), reported apart; then a unit's start in the warm jail (the last unit
+   ended, a new unit child forked, the agent imported and made afresh in it).
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ def starts(args: argparse.Namespace, checkpoint: Path | None) -> None:
         sources["an SB3 checkpoint (torch)"] = AgentSource(checkpoint=str(checkpoint))
     ready: list[float] = []
     made: dict[str, list[float]] = {name: [] for name in sources}
+    again: dict[str, list[float]] = {name: [] for name in sources}
     frames: list[float] = []
     import numpy
 
@@ -167,6 +169,10 @@ def starts(args: argparse.Namespace, checkpoint: Path | None) -> None:
                 if name == "the pixel agent":  # NumPy comes in with the first frame
                     process.request("reset", {"seed": 1, "actions": [[]] * 5}, 120)
                     frames.append(timed(process, "act", process.encode(frame)))
+                started = time.perf_counter()
+                process.end_unit()
+                process.request("make", source.make_request(), 120)
+                again[name].append(time.perf_counter() - started)
             finally:
                 process.close()
     console.print(
@@ -174,12 +180,14 @@ def starts(args: argparse.Namespace, checkpoint: Path | None) -> None:
         f"(min {min(ready) * 1e3:.0f}, max {max(ready) * 1e3:.0f}); then the agent's import and "
         f"factory: "
         + ", ".join(f"{name} {ms(values)}" for name, values in made.items())
-        + f"; NumPy's import at the first frame {ms(frames)}"
+        + f"; NumPy's import at the first frame {ms(frames)}; the next unit in the warm jail "
+        "(end, fork, import, factory): "
+        + ", ".join(f"{name} {ms(values)}" for name, values in again.items())
     )
 
 
 def ms(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1e3:.0f} ms"
+    return f"{statistics.median(values) * 1e3:.1f} ms"
 
 
 def main() -> None:
@@ -189,6 +197,7 @@ def main() -> None:
     parser.add_argument("--frame-skip", type=int, default=4)
     parser.add_argument("--starts", type=int, default=10)
     parser.add_argument("--sb3", action="store_true", help="an SB3 checkpoint too (needs torch)")
+    parser.add_argument("--only", choices=("starts", "mario", "alympics"), help="one part only")
     args = parser.parse_args()
     console.print(f"{platform.node()}: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as folder:
@@ -198,9 +207,11 @@ def main() -> None:
             from tests.mario.sb3_models import build_checkpoint
 
             checkpoint = build_checkpoint(Path(folder) / "ppo.zip")
-        starts(args, checkpoint)
-        mario(args, checkpoint)
-        alympics(args)
+        for name, part in (("starts", starts), ("mario", mario)):
+            if args.only in (None, name):
+                part(args, checkpoint)
+        if args.only in (None, "alympics"):
+            alympics(args)
     POOL.clear()
     console.print(f"load at the end {os.getloadavg()[0]:.2f}")
 

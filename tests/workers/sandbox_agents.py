@@ -117,6 +117,28 @@ class Facts:
         print(observation["text"])
         return "printed"
 
+    def _spin(self, observation: dict[str, Any]) -> Any:
+        end = time.process_time() + observation["seconds"]
+        while time.process_time() < end:
+            pass
+        return "spun"
+
+    def _leave(self, observation: dict[str, Any]) -> Any:
+        """Leave traces a next unit could read: a file, a folder's mode, a SysV segment."""
+        import ctypes
+
+        os.makedirs("/tmp/left/deep", exist_ok=True)
+        with open("/tmp/left/deep/note", "w") as handle:
+            handle.write("from the last unit")
+        os.chmod("/tmp/left", 0)
+        os.chmod("/tmp", 0o700)
+        libc = ctypes.CDLL(None, use_errno=True)
+        made = libc.shmget(0x5EED, 4096, 0o1600)  # IPC_CREAT | 0600
+        return {"shm": made, "errno": ctypes.get_errno()}
+
+    def _traces(self, observation: dict[str, Any]) -> Any:
+        return {"tmp": sorted(os.listdir("/tmp")), "mode": oct(os.stat("/tmp").st_mode & 0o777)}
+
 
 def facts() -> Facts:
     return Facts()

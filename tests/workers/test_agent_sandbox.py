@@ -3,6 +3,7 @@ their own, with real processes, real bwrap and the real game engines and emulato
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -31,6 +32,7 @@ from workers.fingerprint import source_fingerprint
 from workers.games import GAMES
 from workers.sandbox import bwrap
 from workers.sandbox.agent_process import (
+    AgentOutOfCPU,
     AgentOutOfMemory,
     AgentProcessDied,
     AgentTimedOut,
@@ -177,6 +179,29 @@ def test_a_jail_is_kept_for_the_next_unit_of_the_same_agent_whose_module_starts_
         assert ask(agent, "token") != first  # a fresh module, as in a new process
     with facts(AgentLimits(memory_mb=300)) as agent:  # other settings: another jail
         assert agent.process is not jail
+
+
+def test_the_next_unit_finds_nothing_the_last_one_left():
+    """A file in an unreadable folder of /tmp and /tmp's own mode are put back between units;
+    a SysV shared memory segment (which would outlive the process) cannot be made."""
+    with facts() as agent:
+        before = ask(agent, "traces")
+        left = ask(agent, "leave")
+    assert left == {"shm": -1, "errno": errno.EPERM}
+    with facts() as agent:
+        assert ask(agent, "traces") == before
+
+
+def test_a_unit_past_its_cpu_limit_is_the_agents_fault_and_the_jail_serves_the_next():
+    limits = AgentLimits(memory_mb=512, cpu_s=1)
+    with facts(limits) as agent:
+        jail = agent.process
+        with pytest.raises(AgentOutOfCPU, match=r"its limit is 1s \(ARENA_AGENT_CPU_S\)"):
+            ask(agent, "spin", seconds=30)
+        with pytest.raises(AgentOutOfCPU):  # and every later request of the unit
+            ask(agent, "token")
+    with facts(limits) as agent:  # the next unit: a new child of the same jail, a new budget
+        assert agent.process is jail and ask(agent, "spin", seconds=0.2) == "spun"
 
 
 def test_a_changed_agent_is_refused_before_its_process_starts(

@@ -21,28 +21,17 @@ A Mario frame does not travel on the socket: the worker copies it into a shared 
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import json
-import mmap
 import os
 import select
 import signal
 import socket
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from workers.agent_wire import (
     ANSWER_SPIN_S,
     HEADER,
     MAX_ANSWER,
-    SPIN_S,
-    ArrayRef,
-    Layout,
     Observations,
     decode_answer,
     encode_request,
@@ -60,38 +49,12 @@ from workers.sandbox.agent_faults import (
     value_of,
     write_stdout,
 )
-from workers.sandbox.bwrap import Jail, require
-from workers.sandbox.seccomp import jail_filter
+from workers.sandbox.agent_jailed import EXIT_GRACE_S, SHM_BYTES, JailedProcess, ProcessPlan
 
-EXIT_GRACE_S = 2.0  # how long a process that closed its socket has to exit before it is killed
 END_TIMEOUT_S = 10.0  # the zygote's answer to `end` (kill, reap, empty /tmp); else the jail goes
-SHM_BYTES = 4 << 20  # arrays up to this size travel through shared memory (a frame: 180 KiB)
-OUTPUT_CHUNK = 1 << 16
-# What native code prints when an allocation fails under the memory limit and it aborts.
-OUT_OF_MEMORY = (b"std::bad_alloc", b"Cannot allocate memory", b"out of memory")
-# Started with -I (no PYTHON* variables, no user site, no script folder on sys.path), -B (no
-# byte code: every bound folder is read-only anyway) and -u (what the agent prints reaches the
-# unit's log when it prints it, not when a buffer fills).
-PYTHON_FLAGS = ("-I", "-B", "-u")
-BOOT = "import sys; sys.path.insert(0, {root!r}); from workers.agent_child import main; main()"
 
 
-@dataclass(frozen=True)
-class ProcessPlan:
-    """How to start one agent's process: its jail, and what the agent's side is told."""
-
-    jail: Jail
-    arena_root: Path  # the folder holding Arena's `workers` package
-    paths: tuple[str, ...]  # put first on the agent's sys.path (its own folders)
-    cwd: str  # where the agent's side starts if that folder exists in the jail
-    memory_mb: int
-    memory_rlimit: Literal["as", "data"]
-    file_mb: int
-    seccomp: bool = True  # the jail's system-call filter (workers.sandbox.seccomp), if there
-    preload: tuple[str, ...] = ()  # trusted modules the zygote imports for every unit child
-
-
-class AgentProcess:
+class AgentProcess(JailedProcess):
     """The agent's jail. `request` asks one thing and returns the answer's value; `make` starts
     a unit (a new unit child, unless one lives on: `device: cuda`), `end_unit` ends it. After a
     fault that leaves the unit child in an unknown state it is ended, and every later request
@@ -119,72 +82,6 @@ class AgentProcess:
             self.close()
             raise
         self.ready_s = time.perf_counter() - self.started
-
-    def _spawn(self) -> None:
-        bwrap = require()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        out_read, out_write = os.pipe()
-        shm_fd = os.memfd_create("arena-agent-frame", 0)
-        os.ftruncate(shm_fd, SHM_BYTES)
-        # The jail gets the segment read-only: no mapping of it there can be made writable.
-        shm_read = os.open(f"/proc/self/fd/{shm_fd}", os.O_RDONLY)
-        seccomp_fd = jail_filter() if self.plan.seccomp else None
-        config = {
-            "fd": theirs.fileno(),
-            "shm_fd": shm_read,
-            "paths": list(self.plan.paths),
-            "cwd": self.plan.cwd,
-            "memory_mb": self.plan.memory_mb,
-            "memory_rlimit": self.plan.memory_rlimit,
-            "file_mb": self.plan.file_mb,
-            "spin_s": SPIN_S,
-            "preload": list(self.plan.preload),
-        }
-        boot = BOOT.format(root=str(self.plan.arena_root))
-        command = [sys.executable, *PYTHON_FLAGS, "-c", boot, json.dumps(config)]
-        passed = [theirs.fileno(), shm_read, *([seccomp_fd] if seccomp_fd is not None else [])]
-        try:
-            self.proc = subprocess.Popen(
-                self.plan.jail.argv(command, bwrap, seccomp_fd=seccomp_fd),
-                stdin=subprocess.DEVNULL,
-                stdout=out_write,
-                stderr=out_write,
-                pass_fds=passed,
-                close_fds=True,
-                # bwrap's own environment: its process is the jail's pid 1, whose
-                # /proc/1/environ the agent can read (--clearenv clears only the agent's).
-                env=dict(self.plan.jail.env),
-            )
-        finally:
-            for fd in (theirs.detach(), out_write, *passed[1:]):
-                os.close(fd)
-        self.control = self.sock = ours  # the zygote's; a unit's own while one serves
-        self.output = out_read
-        self.shm = mmap.mmap(shm_fd, SHM_BYTES)
-        os.close(shm_fd)
-        self._poll = select.poll()  # the output and the socket requests go to now
-        self._poll.register(self.sock, select.POLLIN)
-        self._poll.register(self.output, select.POLLIN)
-
-    def _ready(self, timeout_s: float) -> int:
-        try:
-            answer = self._answer(timeout_s)
-        except AgentFault as fault:
-            said = " ".join(self._tail.decode(errors="replace").split())[-300:]
-            raise AgentSandboxBroken(
-                f"the agent sandbox did not start: {fault}" + (f"; it said: {said}" if said else "")
-            ) from None
-        if "broken" in answer:
-            raise AgentSandboxBroken(str(answer["broken"])[:500])
-        if not isinstance(answer.get("ready"), int):
-            raise AgentSandboxBroken(f"the agent sandbox answered {str(answer)[:100]}")
-        limit = answer.get("memory_mb")  # the worker's own limit may be lower than the plan's
-        self.memory_mb = limit if isinstance(limit, int) and limit > 0 else self.plan.memory_mb
-        return int(answer["ready"])
-
-    def fault(self) -> AgentFault:
-        """What every request of a unit whose agent is dead raises."""
-        return self._death(self.dead)
 
     def request(self, op: str, argument: Any, timeout_s: float) -> Any:
         """Send one request and return the answer's value; the agent's failures raise."""
@@ -289,29 +186,6 @@ class AgentProcess:
             raise AgentFault(f"its jail answered {str(answer)[:100]}")
         return ended
 
-    def encode(self, observation: Any) -> tuple[int, Any, ArrayRef | None]:
-        """What `act` sends of an observation (agent_wire.Observations)."""
-        return self.observations.encode(observation)
-
-    def _share(self, array: Any) -> Layout | None:
-        """Copy an array into the shared memory as the bytes it spans (one memmove, where a
-        strided view such as the emulator's screen costs 220 us copied element by element),
-        keeping its strides: its layout, or None if it does not fit."""
-        if array.dtype.hasobject or array.size == 0:
-            return None
-        extents = [stride * (n - 1) for stride, n in zip(array.strides, array.shape, strict=True)]
-        low = sum(e for e in extents if e < 0)
-        span = sum(e for e in extents if e > 0) - low + array.itemsize
-        if span > SHM_BYTES:
-            return None
-        if self._shm_address is None:
-            import numpy  # here: NumPy (the mario extra) only once an array is shared
-
-            self._shm_bytes = numpy.frombuffer(self.shm, numpy.uint8)
-            self._shm_address = int(self._shm_bytes.ctypes.data)
-        ctypes.memmove(self._shm_address, array.ctypes.data + low, span)
-        return tuple(array.shape), array.dtype.str, tuple(array.strides), -low
-
     @property
     def reusable(self) -> bool:
         """Alive, idle and with nothing unasked-for waiting on its sockets; a unit child kept
@@ -383,15 +257,6 @@ class AgentProcess:
             return None
         return answer
 
-    def _forward_output(self) -> None:
-        """What the agent printed, into this process's stdout: the unit's log captures it."""
-        with contextlib.suppress(BlockingIOError, OSError):
-            self._forward(os.read(self.output, OUTPUT_CHUNK))
-
-    def _forward(self, data: bytes) -> None:
-        self._tail = (self._tail + data)[-2000:]
-        write_stdout(data)
-
     def _died(self) -> AgentFault:
         """Why the unit's child stopped answering, as the zygote saw it end (given a moment to
         exit by itself); the jail's own end if the zygote is gone."""
@@ -414,63 +279,6 @@ class AgentProcess:
         if not ended.get("clean"):
             self._end("its jail could not be put back as it was")
         return self.fault()
-
-    def _jail_died(self) -> AgentFault:
-        """Why the jail stopped answering, once bwrap has exited (killed if it will not)."""
-        try:
-            code = self.proc.wait(EXIT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            self._end("it closed its socket and was ended")
-            return self.fault()
-        self._drain()
-        self.dead = self._exited(code)
-        self.close()
-        return self.fault()
-
-    def _exited(self, code: int) -> str:
-        note = self._note
-        if note is None and any(sign in self._tail for sign in OUT_OF_MEMORY):
-            note = f"out of memory: memory limit {self.memory_mb} MB"
-        return f"the agent's process {exit_reason(code)}" + (f" ({note})" if note else "")
-
-    def _end(self, why: str) -> None:
-        if self.dead is None:
-            self.dead = f"the agent's process can answer nothing more: {why}"
-        self.close()
-
-    def _drain(self) -> None:
-        os.set_blocking(self.output, False)
-        for _ in range(64):  # up to 4 MiB of last words
-            try:
-                data = os.read(self.output, OUTPUT_CHUNK)
-            except (BlockingIOError, OSError):
-                return
-            if not data:
-                return
-            with contextlib.suppress(OSError):
-                self._forward(data)
-
-    def close(self) -> None:
-        """End the process (and with it everything in its jail) and free what it held."""
-        if self.dead is None:
-            self.dead = "the agent's process was ended"
-        if getattr(self, "proc", None) is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.kill()  # bwrap: its init in the jail dies with it, and the jail with that
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(5)
-        self.unit = None
-        if self.control.fileno() >= 0:
-            self._drain()
-            self._poll.unregister(self.sock)
-            self._poll.unregister(self.output)
-            self.sock.close()
-            self.control.close()
-            os.close(self.output)
-            self._shm_bytes = self._shm_address = None
-            with contextlib.suppress(BufferError):  # an array of the agent's still views it
-                self.shm.close()
 
 
 __all__ = [
