@@ -6,10 +6,15 @@ The host is Arena's own code, started by the first worker process that needs it 
 environment of Arena's making (no cluster credentials), listening on a unix socket in a folder
 only this user can enter (`run_dir`; a jail has a /tmp of its own and never sees it). The
 checkpoint itself runs where it always does: in its jailed child (AgentProcess), made once. The
-host answers one request at a time, each group's batch as one forward pass, so the batches the
-policy sees are exactly those of a worker that runs the child itself: sharing changes where the
-pass runs, not what it computes. Each batch carries its own seed (batched.agent_policy), so
-groups interleaved on one model draw what they would alone.
+host asks the child one request at a time, in the order they came (FIFO), each group's batch as
+one forward pass, so the batches the policy sees are exactly those of a worker that runs the
+child itself: sharing changes where the pass runs, not what it computes. Each batch carries its
+own seed (batched.agent_policy), so groups interleaved on one model draw what they would alone.
+
+Queueing is the host's time, not the agent's (issue 33): the child's per-step timeout starts
+when the host starts a request, and while a request waits behind others' the host tells its
+client every KEEPALIVE_S that it lives and works (a thread asks the child while the main loop
+reads and queues requests). A client hears nothing only from a host that is gone or stuck.
 
 A child that dies, times out or fails the contract ends its host's service: the host unlinks
 its socket (the next group starts a new host), tells the clients it has, and exits when the last
@@ -26,16 +31,13 @@ import selectors
 import signal
 import socket
 import stat
-import struct
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from workers.agent_wire import MAX_ANSWER
 from workers.sandbox.agent_process import (
-    SHM_BYTES,
     AgentFault,
     AgentOutOfMemory,
     AgentProcess,
@@ -46,14 +48,18 @@ from workers.sandbox.agent_process import (
 )
 from workers.sandbox.agent_sandbox import AgentLimits, AgentSource, plan_for
 from workers.sandbox.base import SandboxUnavailable
+from workers.sandbox.host_wire import (
+    KEEPALIVE_S,
+    PRINTED_MAX,
+    Answering,
+    Client,
+    Queued,
+    receive,
+    request_timeout,
+    send,
+)
 
 MARK = "arena-inference-host"  # in the host's command line: `ps` shows what it is
-HEADER = struct.Struct("!II")  # the JSON part's length, the raw batch's length
-PRINTED_MAX = 1 << 16  # of what the child prints while answering one request
-# A message's JSON part, up to what a host may send: the child's answer (MAX_ANSWER bytes, which
-# json.dumps writes in at most 6 characters a byte, "\u0001") and what it printed (the same). An
-# answer a worker takes from its own child is never, on the host, one that "stopped answering".
-MAX_META = 6 * (MAX_ANSWER + 1 + PRINTED_MAX) + (1 << 16)
 READ_TIMEOUT_S = 30.0  # the rest of a request, once its header came
 BOOT = (
     "import sys; sys.path.insert(0, {root!r}); "
@@ -78,33 +84,6 @@ def run_dir() -> Path:
         # Another user's folder could hold a socket that answers the actions it likes.
         raise HostBroken(f"{path} is not a folder private to this user: remove it")
     return path
-
-
-def send(sock: socket.socket, meta: dict[str, Any], payload: bytes = b"") -> None:
-    data = json.dumps(meta).encode()
-    sock.sendall(HEADER.pack(len(data), len(payload)) + data + payload)
-
-
-def receive(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
-    """One message; ConnectionError for a closed socket or one that is not a message."""
-    meta_len, payload_len = HEADER.unpack(_exactly(sock, HEADER.size))
-    if meta_len > MAX_META or payload_len > SHM_BYTES:
-        raise ConnectionError(f"a message of {meta_len:,} + {payload_len:,} bytes")
-    meta = json.loads(_exactly(sock, meta_len))
-    if not isinstance(meta, dict):
-        raise ConnectionError("a message that is not an object")
-    return meta, _exactly(sock, payload_len)
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray(size)
-    view, got = memoryview(data), 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise ConnectionError("the other side closed the connection")
-        got += n
-    return bytes(data)
 
 
 class HostedProcess(AgentProcess):
@@ -182,6 +161,8 @@ class InferenceHost:
             return {"dead": self._why()}
         if self.process is None or "made" not in self.hello:
             return {"broken": "the host has no agent to ask"}
+        if self.process.dead is not None:  # ended by the fault of a request before this one
+            return {"fault": AgentProcessDied.__name__, "why": self._why()}
         timeout_s = float(meta.get("timeout_s", 10.0))
         if op == "reset":
             return self._ask("reset", meta.get("context", {}), timeout_s)
@@ -216,35 +197,49 @@ class InferenceHost:
 
 
 def serve(host: InferenceHost, listener: socket.socket, path: Path, idle_s: float) -> None:
-    """Answer clients one request at a time until the child is gone (or none came for idle_s)
-    and the last client has left."""
+    """Take requests from every client until the child is gone (or none came for idle_s) and
+    the last client has left; `hello` at once, the others in turn (Answering)."""
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     inode = path.stat().st_ino
+    answering = Answering(host.answer)
     listening, clients, idle_since = True, 0, time.monotonic()
-    while True:
-        if listening and host.retiring(clients, time.monotonic() - idle_since, idle_s):
-            _retire(selector, listener, path, inode)
-            listening = False
-        if not listening and not clients:
-            return
-        for key, _ in selector.select(timeout=0.5):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            if sock is listener:
-                connection, _ = listener.accept()
-                connection.settimeout(None)
-                selector.register(connection, selectors.EVENT_READ)
-                clients += 1
-                continue
-            try:
-                meta, payload = receive_whole(sock)
-                send(sock, host.answer(meta, payload))
-            except (OSError, ValueError, KeyError, TypeError):  # it left, or spoke nonsense
-                selector.unregister(sock)
-                sock.close()
-                clients -= 1
-                idle_since = time.monotonic()
+    try:
+        while True:
+            if listening and host.retiring(clients, time.monotonic() - idle_since, idle_s):
+                _retire(selector, listener, path, inode)
+                listening = False
+            if not listening and not clients:
+                return
+            for key, _ in selector.select(timeout=KEEPALIVE_S / 4):
+                if key.fileobj is listener:
+                    connection, _ = listener.accept()
+                    connection.settimeout(None)
+                    selector.register(connection, selectors.EVENT_READ, Client(connection))
+                    clients += 1
+                elif not take(host, answering, key.data):  # it left, or spoke nonsense
+                    selector.unregister(key.fileobj)
+                    key.data.close()
+                    clients -= 1
+                    idle_since = time.monotonic()
+            answering.keep_alive(time.monotonic())
+    finally:
+        answering.stop()
+
+
+def take(host: InferenceHost, answering: Answering, client: Client) -> bool:
+    """Read the client's request: `hello` answered here, the others queued for the child.
+    False when it left or spoke nonsense."""
+    try:
+        meta, payload = receive_whole(client.sock)
+        if meta.get("op") == "hello":
+            client.tell(host.answer(meta, payload))
+        else:
+            request_timeout(meta)  # nonsense is refused here, not by the answering thread
+            answering.put(Queued(client, meta, payload, time.monotonic()))
+    except (OSError, ValueError, TypeError):
+        return False
+    return True
 
 
 def receive_whole(sock: socket.socket) -> tuple[dict[str, Any], bytes]:

@@ -7,6 +7,14 @@ keeps its last few hosts' connections (CONNECTIONS, a WarmPool as for agents' pr
 host answers means what the jailed child's answer means in the worker: the agent's faults are
 AgentFault and AgentRaised, raised here the same; a host that stops answering is the host's
 (HostBroken: an infrastructure error).
+
+Time waiting behind other groups' requests is the host's, not the agent's (issue 33): the host
+starts the child's per-step timeout when it starts a request, and tells a request that waits
+that it lives every KEEPALIVE_S. So a client waits for its answer as long as it hears from the
+host at least every step timeout + `silence_s` (ARENA_INFERENCE_SILENCE_S); only a host silent
+that long is broken. A checkpoint slow within its step timeout is never an infrastructure
+error however many groups queue for it; what the queue costs counts against the unit's own
+time limit (the agent's, as any slowness of its own).
 """
 
 from __future__ import annotations
@@ -37,9 +45,12 @@ from workers.sandbox.agent_sandbox import (
     process_key,
 )
 from workers.sandbox.bwrap import DEFAULT_ENV_NAMES
-from workers.sandbox.inference_host import BOOT, FAULTS, MARK, HostBroken, receive, run_dir, send
+from workers.sandbox.host_wire import receive, send
+from workers.sandbox.inference_host import BOOT, FAULTS, MARK, HostBroken, run_dir
 
-ANSWER_MARGIN_S = 30.0  # past the per-step timeout the host enforces itself
+# How long past a request's own step timeout (which the host enforces itself) a client waits
+# without a word from the host, by default: the child's end and the answer's way back.
+SILENCE_S = 30.0
 HOST_ENV = ("PATH", "ARENA_BWRAP", *DEFAULT_ENV_NAMES, *THREAD_VARIABLES)
 
 
@@ -49,16 +60,28 @@ class Connection:
     def __init__(self, sock: socket.socket, label: str) -> None:
         self.sock, self.label = sock, label
 
-    def ask(self, meta: dict[str, Any], payload: bytes = b"", timeout_s: float = 10.0) -> Any:
+    def ask(
+        self,
+        meta: dict[str, Any],
+        payload: bytes = b"",
+        timeout_s: float = 10.0,
+        silence_s: float = SILENCE_S,
+    ) -> Any:
         """The answer's value; the agent's faults raise as in the worker, the host's as
-        HostBroken. A request cut short (the unit's deadline) leaves the connection closed."""
+        HostBroken: no word from it (an answer, or that the request waits) for timeout_s +
+        silence_s. A request cut short (the unit's deadline) leaves the connection closed."""
+        bound = timeout_s + silence_s
         try:
-            self.sock.settimeout(timeout_s + ANSWER_MARGIN_S)
+            self.sock.settimeout(bound)
             send(self.sock, meta, payload)
             answer, _ = receive(self.sock)
+            while "waiting" in answer:  # queued behind others' requests: the host's time
+                answer, _ = receive(self.sock)
         except (OSError, ValueError) as lost:
             self.close()
-            why = f"the inference host of {self.label} stopped answering: {lost}"
+            why = (
+                f"the inference host of {self.label} stopped answering (silent {bound:g}s): {lost}"
+            )
             raise HostBroken(why) from None
         except BaseException:
             self.close()
@@ -96,8 +119,11 @@ def value(answer: dict[str, Any]) -> Any:
 class SharedAgent:
     """The checkpoint as run_lockstep asks it: reset, act({BATCH_KEY, SEED_KEY}), runtime."""
 
-    def __init__(self, connection: Connection, made: Any, step_timeout_s: float) -> None:
+    def __init__(
+        self, connection: Connection, made: Any, step_timeout_s: float, silence_s: float
+    ) -> None:
         self.connection, self.step_timeout_s = connection, step_timeout_s
+        self.silence_s = silence_s
         made = made if isinstance(made, dict) else {}
         self.label = str(made.get("label"))
         runtime = made.get("runtime")
@@ -106,7 +132,7 @@ class SharedAgent:
 
     def reset(self, **context: Any) -> None:
         request = {"op": "reset", "context": context, "timeout_s": self.step_timeout_s}
-        self.connection.ask(request, timeout_s=self.step_timeout_s)
+        self.connection.ask(request, timeout_s=self.step_timeout_s, silence_s=self.silence_s)
 
     def act(self, observation: dict[str, Any]) -> Any:
         from workers.mario.sb3 import BATCH_KEY, SEED_KEY  # the mario extra: where units run
@@ -118,7 +144,7 @@ class SharedAgent:
             "seed": int(observation.get(SEED_KEY, 0)),
             "timeout_s": self.step_timeout_s,
         }
-        return self.connection.ask(meta, batch.tobytes(), self.step_timeout_s)
+        return self.connection.ask(meta, batch.tobytes(), self.step_timeout_s, self.silence_s)
 
 
 CONNECTIONS = WarmPool[Connection](WARM_PROCESSES).kept_for_the_process()
@@ -132,9 +158,11 @@ def shared_agent(
     *,
     step_timeout_s: float,
     idle_s: float,
+    silence_s: float = SILENCE_S,
 ) -> Iterator[SharedAgent]:
     """The checkpoint's host-wide agent for one lockstep group. AgentChanged is raised here
-    before anything runs; AgentSandboxUnavailable where no jail can start."""
+    before anything runs; AgentSandboxUnavailable where no jail can start. A host silent for
+    a request's timeout + silence_s is broken (HostBroken)."""
     if source.checkpoint is None:
         raise ValueError("only a checkpoint's batches are answered by a shared host")
     key = hashlib.sha256(process_key(source, expected, limits).encode()).hexdigest()[:32]
@@ -144,7 +172,7 @@ def shared_agent(
         if connection is None or not connection.reusable:
             connection = connect(key, source, limits, idle_s)
         try:
-            made = connection.ask({"op": "hello"}, timeout_s=limits.start_timeout_s)
+            made = connection.ask({"op": "hello"}, b"", limits.start_timeout_s, silence_s)
             break
         except (AgentProcessDied, HostBroken):
             connection.close()
@@ -156,7 +184,7 @@ def shared_agent(
     assert connection is not None
     try:
         check_gpu_reached(source, made, gpu_devices())
-        yield SharedAgent(connection, made, step_timeout_s)
+        yield SharedAgent(connection, made, step_timeout_s, silence_s)
     finally:
         CONNECTIONS.give(key, connection)
 
@@ -217,4 +245,4 @@ def _start(path: Path, source: AgentSource, limits: AgentLimits, idle_s: float) 
     raise HostBroken(f"the inference host did not listen within {limits.start_timeout_s:g}s")
 
 
-__all__ = ["CONNECTIONS", "Connection", "SharedAgent", "connect", "shared_agent"]
+__all__ = ["CONNECTIONS", "SILENCE_S", "Connection", "SharedAgent", "connect", "shared_agent"]
