@@ -57,7 +57,9 @@ def watch_for_shutdown() -> None:
     signal.signal(signal.SIGTERM, on_term)
 
 
-EXIT_OUT_OF_MEMORY = 71  # a worker process ended after a unit ran out of memory in it
+# A worker process ended after a unit ran out of memory in it (tasks/units.py): its result was
+# stored first, the pool replaces the process, the chunk's next delivery runs the units left.
+EXIT_OUT_OF_MEMORY = 71
 
 
 @contextmanager

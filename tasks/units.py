@@ -131,14 +131,10 @@ def _run_or_refuse(
             "exhausts its worker does this too: see arena logs)"
         )
         return UnitRun(error_result(unit, reason, kind="infrastructure"), "")
-    workload = get_workload(unit.workload)
-    chosen = current_settings().unit_memory_mb
+    workload, chosen = get_workload(unit.workload), current_settings().unit_memory_mb
     with unit_memory(workload.memory_limit_mb(unit) if chosen is None else chosen):
         run = execute_unit(workload, unit, record)
-    if run.out_of_memory:
-        # Never reused: its result is stored now, the process ends and the pool replaces it;
-        # the chunk comes back and its next delivery runs the units left (as after a deadline
-        # ignored, tasks/execute.py), none of them twice.
+    if run.out_of_memory:  # never reused: stored, replaced, the rest run on redelivery
         record(run)
         os._exit(EXIT_OUT_OF_MEMORY)
     return run
