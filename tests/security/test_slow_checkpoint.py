@@ -10,11 +10,16 @@ of its lockstep groups asking one host at once (each request waits ~3.2 s behind
 4.8 s in all), the silence bound at 2 s: its client waits past timeout + silence (4 s). On
 c3f317a a client waited step timeout + 30 s from sending, whatever was ahead of it (the
 issue's run: 9 s sleeps, 5 groups queued), and took its own queueing for a host that "stopped
-answering: timed out": HostBroken, an infrastructure error, and the batch `incomplete`, no board
-(checked by running c3f317a's client with its margin set to 2 s: the waits below, 4.8 s, end
-as HostBroken). Now every unit is scored, the batch `done`, the board written. A checkpoint
-that sleeps past its step timeout ends its units as the agent's fault (the per-step timeout),
-never HostBroken.
+answering: timed out": HostBroken, an infrastructure error, the batch `incomplete`, no board.
+Measured: c3f317a's client with its margin set to 2 s, three groups as in the second test
+below: two passes answered in 1.9 s and 3.5 s, then all three groups ended `HostBroken: ...
+stopped answering: timed out`. Now every unit is scored, the batch `done`, the board written.
+
+A checkpoint that sleeps past its step timeout ends its units as the agent's fault, naming the
+per-step timeout: the request that timed out is AgentTimedOut, those queued behind it (the child
+is ended) AgentProcessDied. Before, such a queued request made the host encode its batch into
+the ended child's closed shared memory, and the host hung up on it: HostBroken ("the other side
+closed the connection"), the batch `incomplete`.
 """
 
 from __future__ import annotations
