@@ -246,6 +246,31 @@ class EnvironmentBuilder(ABC):
         """The sandbox whose commands run in `env` (read-only) and see nothing of Arena."""
 
 
+def _within_disk(env: Path, failed: Path, bounds: CacheBounds) -> int:
+    """The new environment's size, or EnvironmentFailed (and it gone) past the disk limit."""
+    size = record_size(env)
+    if bounds.disk_mb is not None and size > bounds.disk_mb << 20:
+        shutil.rmtree(env, ignore_errors=True)
+        why = (
+            f"the environment takes {size >> 20} MiB, over the disk limit of "
+            f"{bounds.disk_mb} MiB (ARENA_SANDBOX_DISK_MB)"
+        )
+        failed.write_text(why)
+        raise EnvironmentFailed(why)
+    failed.unlink(missing_ok=True)
+    return size
+
+
+def _tidy(cache_root: Path, key: str, bounds: CacheBounds, echo: Callable[[str], None]) -> None:
+    """After a build: the environments unused for days go, then the least recently used until
+    the cache fits its quota."""
+    for old in prune(cache_root):
+        echo(f"== environment {old}: removed (unused for {UNUSED_KEPT_S / 86400:g} days)")
+    if bounds.cache_mb is not None:
+        for old in evict_over(cache_root, bounds.cache_mb << 20, keep=key):
+            echo(f"== environment {old}: removed (the cache was over {bounds.cache_mb} MiB)")
+
+
 def python_environment(
     checkout: Path,
     cache_root: Path,
@@ -289,24 +314,11 @@ def python_environment(
         except EnvironmentFailed as exc:
             failed.write_text(str(exc)[:1000])
             raise
-        size = record_size(env)
-        if bounds.disk_mb is not None and size > bounds.disk_mb << 20:
-            shutil.rmtree(env, ignore_errors=True)
-            why = (
-                f"the environment takes {size >> 20} MiB, over the disk limit of "
-                f"{bounds.disk_mb} MiB (ARENA_SANDBOX_DISK_MB)"
-            )
-            failed.write_text(why)
-            raise EnvironmentFailed(why)
-        failed.unlink(missing_ok=True)
+        size = _within_disk(env, failed, bounds)
         (env / READY).write_text(key)
     duration = time.perf_counter() - started
     echo(f"== environment {key}: built in {duration:.1f}s ({size >> 20} MiB)")
-    for old in prune(cache_root):
-        echo(f"== environment {old}: removed (unused for {UNUSED_KEPT_S / 86400:g} days)")
-    if bounds.cache_mb is not None:
-        for old in evict_over(cache_root, bounds.cache_mb << 20, keep=key):
-            echo(f"== environment {old}: removed (the cache was over {bounds.cache_mb} MiB)")
+    _tidy(cache_root, key, bounds, echo)
     return env, EnvironmentRun(
         key=key,
         reused=False,
