@@ -363,7 +363,9 @@ def check_attacks(cluster: Cluster, batch_id: str, names: set[str]) -> None:
     assert {r["name"] for r in reports} == names, logs
     for report in reports:
         assert report["env_leaks"] == [] and report["proc_leaks"] == [], report
-        assert set(report["proc_seen"]) <= {"1", "2"}, report  # the jail's own processes only
+        # The jail's own processes only: bwrap's init, the fork server, the unit's own child
+        # (whose pid grows with the units the jail served).
+        assert len(report["proc_seen"]) <= 3 and "1" in report["proc_seen"], report
         assert all(a.startswith("failed") for a in report["redis"].values()), report["redis"]
         assert all(a.startswith("failed") for a in report["ssh"]), report["ssh"]
         assert report["outside"].startswith("failed"), report
