@@ -17,15 +17,19 @@ keep-alive connections too. The alternative, a watchdog thread that shuts the so
 deadline, needs the socket before the answer's headers, which httpx exposes only after them.
 The deadline lives in a ContextVar: each thread (and each asyncio task) has its own.
 
+Proxies: httpx reads HTTP_PROXY and the like only for its own transport, so this one reads them
+itself (`environment_proxy`, urllib's reading of the variables, NO_PROXY included) and sends
+through an httpcore.HTTPProxy held to the same deadline; SOCKS proxies are not supported.
+
 Not covered: the name lookup inside connect (a spec's host names a resolvable host; the
-connect timeout bounds the TCP part); environment proxies (HTTP_PROXY and the like) are not
-used, as with any custom transport in httpx: endpoints are reached directly.
+connect timeout bounds the TCP part).
 """
 
 from __future__ import annotations
 
 import math
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -173,14 +177,49 @@ class _Body(httpx.SyncByteStream):
                 close()
 
 
+def environment_proxy(url: httpx.URL) -> str | None:
+    """The proxy the environment names for `url` (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, less
+    NO_PROXY), as httpx's own transport would use it; None: straight to the endpoint."""
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(url.host):
+        return None
+    return proxy
+
+
+def _proxy_pool(proxy: str) -> httpcore.HTTPProxy:
+    """A pool through an HTTP proxy, its I/O held to the deadline like the direct one (a proxy
+    that drips is as slow as an endpoint that does)."""
+    parsed = httpx.URL(proxy)
+    if parsed.scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"a {parsed.scheme} proxy is not supported: {proxy!r}")
+    auth = (parsed.username, parsed.password) if parsed.username else None
+    return httpcore.HTTPProxy(
+        proxy_url=str(parsed.copy_with(username=None, password=None)),
+        proxy_auth=auth,
+        ssl_context=httpx.create_ssl_context(),
+        network_backend=DeadlineBackend(),
+    )
+
+
 class DeadlineTransport(httpx.BaseTransport):
-    """An httpx transport over an httpcore pool whose I/O keeps to the current deadline."""
+    """An httpx transport over httpcore pools whose I/O keeps to the current deadline: one
+    straight to endpoints, one per proxy the environment names."""
 
     def __init__(self) -> None:
         self._pool = httpcore.ConnectionPool(
             ssl_context=httpx.create_ssl_context(),
             network_backend=DeadlineBackend(),
         )
+        self._proxies: dict[str, httpcore.HTTPProxy] = {}
+
+    def _pool_for(self, url: httpx.URL) -> httpcore.ConnectionPool:
+        proxy = environment_proxy(url)
+        if proxy is None:
+            return self._pool
+        if proxy not in self._proxies:
+            self._proxies[proxy] = _proxy_pool(proxy)
+        return self._proxies[proxy]
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.SyncByteStream)
@@ -195,7 +234,7 @@ class DeadlineTransport(httpx.BaseTransport):
             extensions=request.extensions,
         )
         with _as_httpx(request):
-            answer = self._pool.handle_request(sent)
+            answer = self._pool_for(url).handle_request(sent)
         assert isinstance(answer.stream, Iterable)
         return httpx.Response(
             status_code=answer.status,
@@ -205,7 +244,8 @@ class DeadlineTransport(httpx.BaseTransport):
         )
 
     def close(self) -> None:
-        self._pool.close()
+        for pool in (self._pool, *self._proxies.values()):
+            pool.close()
 
 
 def bounded_client(timeout_s: float, headers: dict[str, str] | None = None) -> httpx.Client:

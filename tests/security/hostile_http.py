@@ -19,6 +19,7 @@ import socketserver
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 OK = b'{"action": 0}'
 PIECE = 64 << 10
@@ -49,7 +50,9 @@ class _Handler(socketserver.StreamRequestHandler):
                 length = int(value)
         self.rfile.read(length)
         self.server.requests += 1
-        return line.split()[1].decode()
+        target = line.split()[1].decode()
+        self.server.targets.append(target)
+        return urlsplit(target).path if target.startswith("http") else target  # via a proxy
 
     def _answer(self, path: str) -> bool:
         """Answer one request; False when the connection ends with it."""
@@ -107,6 +110,7 @@ class HostileServer(socketserver.ThreadingTCPServer):
         self.drip_s, self.flood_bytes = drip_s, flood_bytes
         self.stopping = threading.Event()
         self.requests = 0
+        self.targets: list[str] = []  # as asked: a path, or a whole URL when it is a proxy
         self.sent = 0
 
     @property

@@ -94,3 +94,25 @@ def test_a_compressed_answer_is_refused(server: HostileServer, client: httpx.Cli
 def test_refused_connections_are_httpx_errors() -> None:
     with bounded_client(1.0) as http, pytest.raises(httpx.ConnectError):
         fetch(http, "GET", "http://127.0.0.1:9/", max_bytes=CAP, deadline_s=2)
+
+
+def test_the_environments_proxy_is_used_and_held_to_the_deadline(
+    server: HostileServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker behind an egress proxy reaches endpoints through it (HTTP_PROXY, as httpx's own
+    transport would), and a proxy that drips ends at the deadline like an endpoint that does;
+    NO_PROXY still goes straight."""
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", server.url)
+    with bounded_client(timeout_s=1.0) as proxied:
+        answer = fetch(proxied, "GET", "http://endpoint.invalid/ok", max_bytes=CAP, deadline_s=2)
+        assert answer.is_success and server.targets[-1] == "http://endpoint.invalid/ok"
+        started = time.monotonic()
+        with pytest.raises(httpx.TimeoutException, match="deadline"):
+            fetch(proxied, "GET", "http://endpoint.invalid/drip-body", max_bytes=CAP, deadline_s=1)
+        assert time.monotonic() - started < 1.5
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    with bounded_client(timeout_s=1.0) as direct:
+        assert fetch(direct, "GET", server.url + "/ok", max_bytes=CAP, deadline_s=2).is_success
+        assert server.targets[-1] == "/ok"
