@@ -119,10 +119,59 @@ def _move(
             action = strategy.act(game.observation(player))
     except Exception as exc:
         return game.default_action(player), f"act failed: {_describe(exc)}"
+    return _parsed(game, player, action)
+
+
+def _parsed(game: Game, player: int, action: Any) -> tuple[Any, str | None]:
     try:
         return game.parse_action(player, action), None
     except Exception as exc:  # whatever the agent returned, it is the agent's fault
         return game.default_action(player), f"invalid action: {_describe(exc)}"
+
+
+def overlaps(strategy: object) -> bool:
+    """Whether the strategy asks in two halves (a sandboxed agent: `begin_act` sends the
+    observation to its process, `finish_act` reads the answer)."""
+    return callable(getattr(strategy, "begin_act", None))
+
+
+def _round(
+    game: Game, players: Sequence[tuple[Strategy, ObservationView | None]]
+) -> list[tuple[Any, str | None]]:
+    """Every player's (action, why it faulted) for one round. The moves of a round are
+    simultaneous (nothing is played until all are chosen), so a sandboxed agent is asked first
+    and the others' moves are made while its process thinks: the same moves, sooner."""
+    begun = {p: _begin(s, game, p) for p, (s, _) in enumerate(players) if overlaps(s)}
+    moves: list[tuple[Any, str | None]] = []
+    for player, (strategy, view) in enumerate(players):
+        if player not in begun:
+            moves.append(_move(strategy, game, player, view))
+        else:
+            moves.append((None, None))  # read below, once the others have moved
+    for player, failed in begun.items():
+        moves[player] = _finish(players[player][0], game, player, failed)
+    return moves
+
+
+def _begin(strategy: Strategy, game: Game, player: int) -> str | None:
+    """Why sending the player's observation failed, or None."""
+    try:
+        strategy.begin_act(game.observation(player))  # type: ignore[attr-defined]
+    except Exception as exc:
+        return f"act failed: {_describe(exc)}"
+    return None
+
+
+def _finish(
+    strategy: Strategy, game: Game, player: int, failed: str | None
+) -> tuple[Any, str | None]:
+    if failed is not None:
+        return game.default_action(player), failed
+    try:
+        action = strategy.finish_act()  # type: ignore[attr-defined]
+    except Exception as exc:
+        return game.default_action(player), f"act failed: {_describe(exc)}"
+    return _parsed(game, player, action)
 
 
 def play_episode(
@@ -148,8 +197,7 @@ def play_episode(
     players = [(s, game.view(p) if accepts_view(s) else None) for p, s in enumerate(strategies)]
     for round_number in range(1, game.rounds + 1):
         actions: list[Any] = []
-        for player, (strategy, view) in enumerate(players):
-            action, why = _move(strategy, game, player, view)
+        for player, (action, why) in enumerate(_round(game, players)):
             if why is not None:
                 faults.add(player, round_number, why)
             actions.append(action)

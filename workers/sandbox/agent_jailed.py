@@ -69,7 +69,7 @@ class JailedProcess:
     _shm_address: int | None
     observations: Observations
 
-    def _answer(self, timeout_s: float) -> dict[str, Any]:
+    def _answer(self, timeout_s: float, since: float | None = None) -> dict[str, Any]:
         raise NotImplementedError
 
     def fault(self) -> AgentFault:

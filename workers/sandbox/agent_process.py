@@ -26,6 +26,8 @@ import select
 import signal
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from workers.agent_wire import (
@@ -68,6 +70,8 @@ class AgentProcess(JailedProcess):
         self.cpu_s: float | None = None  # the unit child's CPU limit
         self.limit_hit = False  # the unit child reached a limit it survived (a MemoryError)
         self.started = time.perf_counter()
+        self._asked_at = 0.0  # when the request `finish` answers was sent (monotonic)
+        self._pending = False  # a request begun whose answer is not read yet
         self._buffer = bytearray()
         self._note: str | None = None  # what the agent's side said before it exited
         self.memory_mb = plan.memory_mb
@@ -90,12 +94,39 @@ class AgentProcess(JailedProcess):
             raise self.fault()
         if op == "make":  # the agent's side forgets the last unit's observations too
             self.observations = Observations(self._share)
-        try:
-            if forking:
+        if forking:
+            self._asked_at = time.monotonic()
+            with self._faults():
                 self._fork_unit(argument, timeout_s)
-            else:
-                self.sock.sendall(encode_request(op, argument))
-            answer = self._answer(timeout_s)
+            return self.finish(timeout_s)
+        self.begin(op, argument)
+        return self.finish(timeout_s)
+
+    def begin(self, op: str, argument: Any) -> None:
+        """Send a request whose answer `finish` reads: the worker may do other work meanwhile
+        (an Alympics round's other moves), the agent's step time running from now."""
+        if self.dead is not None:
+            raise self.fault()
+        self._asked_at, self._pending = time.monotonic(), True
+        with self._faults():
+            self.sock.sendall(encode_request(op, argument))
+
+    def finish(self, timeout_s: float) -> Any:
+        """The answer to the request sent last, within `timeout_s` of its sending."""
+        try:
+            with self._faults():
+                answer = self._answer(timeout_s, since=self._asked_at)
+        finally:
+            self._pending = False  # answered, or its process ended or left for the next unit
+        self.limit_hit = self.limit_hit or "memory" in answer
+        return value_of(answer, self.memory_mb)
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        """A request's failures as the agent's faults; the unit child ended where its state is
+        unknown after them."""
+        try:
+            yield
         except AgentTimedOut as fault:
             self._end(f"it was ended after {fault}")
             raise
@@ -106,8 +137,6 @@ class AgentProcess(JailedProcess):
         except BaseException:  # the unit's deadline (or Ctrl-C) mid-request
             self._end("it was ended by the unit's time limit")
             raise
-        self.limit_hit = self.limit_hit or "memory" in answer
-        return value_of(answer, self.memory_mb)
 
     def _fork_unit(self, argument: Any, timeout_s: float) -> None:
         """The zygote forks the unit's child, which makes the agent: requests go to the child's
@@ -192,6 +221,8 @@ class AgentProcess(JailedProcess):
         for the next unit (cuda) alive too."""
         if self.control.fileno() < 0 or self.proc.poll() is not None or self._buffer:
             return False
+        if self._pending:  # begun and never finished (the unit's deadline between the two)
+            return False
         if self.unit is not None and (self.dead is not None or self.limit_hit):
             return False
         if self.sock is not self.control and select.select([self.control], [], [], 0)[0]:
@@ -203,9 +234,10 @@ class AgentProcess(JailedProcess):
                 return False  # an answer nobody asked for, or the socket closed
         return True
 
-    def _answer(self, timeout_s: float) -> dict[str, Any]:
-        """The next whole answer, forwarding what the process prints meanwhile. Asked for
-        without sleeping for ANSWER_SPIN_S first (agent_wire says why)."""
+    def _answer(self, timeout_s: float, since: float | None = None) -> dict[str, Any]:
+        """The next whole answer, within `timeout_s` of `since` (monotonic; default now),
+        forwarding what the process prints meanwhile. Asked for without sleeping for
+        ANSWER_SPIN_S first (agent_wire says why)."""
         spin_end = time.perf_counter() + ANSWER_SPIN_S
         while time.perf_counter() < spin_end:
             try:
@@ -219,7 +251,7 @@ class AgentProcess(JailedProcess):
             answer = self._take()
             if answer is not None:
                 return answer
-        end = time.monotonic() + timeout_s
+        end = (time.monotonic() if since is None else since) + timeout_s
         while True:
             answer = self._take()
             if answer is not None:

@@ -123,6 +123,14 @@ class SandboxedAgent:
             raise self.process.fault()
         return self.process.request("act", self.process.encode(observation), self.step_timeout_s)
 
+    def begin_act(self, observation: Any) -> None:
+        """`act` in two halves (workers/games/episode.py): the observation goes now, the
+        answer is read by `finish_act`, while the worker plays the round's other moves."""
+        self.process.begin("act", self.process.encode(observation))
+
+    def finish_act(self) -> Any:
+        return self.process.finish(self.step_timeout_s)
+
 
 class Reusable(Protocol):
     """What a warm pool keeps: an agent's process, a connection to a checkpoint's host."""
