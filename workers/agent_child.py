@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
+import io
 import json
 import math
 import mmap
@@ -339,10 +340,14 @@ def _dumpable() -> None:
 
 
 def _preload(names: list[str]) -> None:
-    """Trusted libraries imported once in the zygote, inherited by every unit child."""
-    for name in names:
-        with contextlib.suppress(Exception):  # missing here: the agent's import says so
-            importlib.import_module(name)
+    """Trusted libraries imported once in the zygote, inherited by every unit child. What they
+    print on import (gym's "unmaintained" notice, which SB3 brings) is nobody's unit's: it
+    would open the log of the jail's first unit."""
+    quiet = io.StringIO()
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        for name in names:
+            with contextlib.suppress(Exception):  # missing here: the agent's import says so
+                importlib.import_module(name)
 
 
 def _guard_zygote() -> None:
