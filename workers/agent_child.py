@@ -31,7 +31,6 @@ import json
 import math
 import mmap
 import os
-import platform
 import resource
 import select
 import signal
@@ -40,88 +39,13 @@ import sys
 from typing import Any
 
 from workers.agent_jail import WRITABLE, JailState
+from workers.agent_seccomp import forbid_processes
 from workers.agent_wire import SPIN_S, History, Pacer, encode_answer, receive_request
 
 MAX_REASON = 1000
 STDIO_LIMIT_FILES = 1024
 CPU_GRACE_S = 1  # from SIGXCPU at the unit's CPU limit to SIGKILL
 PR_SET_DUMPABLE = 4
-
-# Seccomp (the kernel's struct seccomp_data, little-endian): the fields the filter reads.
-_ARCH, _NR, _ARG0 = 4, 0, 16
-_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
-_EPERM, _ENOSYS = 1, 38
-_CLONE_THREAD = 0x00010000
-_X32_BIT = 0x40000000
-# Per architecture: (AUDIT_ARCH, clone, clone3, system calls that only make processes, system
-# calls that make what would outlive the unit in the jail: SysV shared memory, semaphores and
-# message queues, POSIX message queues).
-_SYSCALLS = {
-    "x86_64": (0xC000003E, 56, 435, (57, 58), (29, 64, 68, 240)),  # fork, vfork; shmget ...
-    "aarch64": (0xC00000B7, 220, 435, (), (194, 190, 186, 180)),
-}
-
-
-class _Filter(ctypes.Structure):
-    _fields_ = [
-        ("code", ctypes.c_ushort),
-        ("jt", ctypes.c_ubyte),
-        ("jf", ctypes.c_ubyte),
-        ("k", ctypes.c_uint32),
-    ]
-
-
-class _Program(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
-
-
-def process_filter(machine: str) -> list[tuple[int, int, int, int]]:
-    """A classic-BPF seccomp program that refuses to make processes: clone without CLONE_THREAD,
-    fork and vfork fail with EPERM, clone3 with ENOSYS (glibc then creates threads with clone,
-    whose flags the filter can read); a system call of another ABI (32-bit, x32) fails too, and
-    so do the IPC objects that would outlive the unit's process (shmget, semget, msgget,
-    mq_open: a channel to the agent's next unit)."""
-    arch, clone, clone3, forks, ipc = _SYSCALLS[machine]
-    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    body: list[tuple[str, int, str | int, str | int]] = [
-        ("ld", _ARCH, 0, 0),
-        ("jeq", arch, 0, "deny"),
-        ("ld", _NR, 0, 0),
-        ("jge", _X32_BIT, "deny", 0),
-        *[("jeq", nr, "deny", 0) for nr in (*forks, *ipc)],
-        ("jeq", clone3, "nosys", 0),
-        ("jeq", clone, 0, "allow"),
-        ("ld", _ARG0, 0, 0),
-        ("jset", _CLONE_THREAD, "allow", "deny"),
-    ]
-    labels = {"allow": len(body), "deny": len(body) + 1, "nosys": len(body) + 2}
-    codes = {"ld": ld, "jeq": jeq, "jge": jge, "jset": jset}
-    program = []
-    for pc, (op, k, jt, jf) in enumerate(body):
-        offsets = [labels[j] - pc - 1 if isinstance(j, str) else j for j in (jt, jf)]
-        program.append((codes[op], offsets[0], offsets[1], k))
-    program += [
-        (ret, 0, 0, _RET_ALLOW),
-        (ret, 0, 0, _RET_ERRNO | _EPERM),
-        (ret, 0, 0, _RET_ERRNO | _ENOSYS),
-    ]
-    return program
-
-
-def forbid_processes() -> None:
-    """Install process_filter on this process (and what it starts): no way back."""
-    machine = platform.machine()
-    if machine not in _SYSCALLS:
-        raise OSError(f"no process filter for the {machine} architecture")
-    instructions = process_filter(machine)
-    array = (_Filter * len(instructions))(*(_Filter(*i) for i in instructions))
-    program = _Program(len(instructions), array)
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
-    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(program), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
 def set_limits(config: dict[str, Any]) -> int:
@@ -251,34 +175,62 @@ class Zygote:
         if shm_fd >= 0:
             os.close(shm_fd)  # the mapping stays; the unit child gets no descriptor to map anew
         self.fresh = JailState.taken(WRITABLE)
+        # The next unit's child, forked and making its agent as soon as the last unit ended
+        # (a jail serves one agent: the next `make` is the last one's): its pid, the worker's
+        # end of its socket, and the `make` it was forked for.
+        self.spare: tuple[int, socket.socket, dict[str, Any]] | None = None
 
     def serve(self) -> None:
         buffer, pacer = bytearray(), Pacer(self.spin_s)
+        last: dict[str, Any] | None = None
         while (request := receive_request(self.control, buffer, pacer)) is not None:
             op, argument = request
             if op == "make":
+                last = dict(argument)
                 self.fork(argument)
             elif op == "end":
                 send(self.control, {"ok": self.end(float(argument.get("wait_s", 0)))})
+                if last is not None and last.get("spare"):
+                    self.spare = (*self._forked(dict(last)), dict(last))
             else:
                 send(self.control, {"raised": ["ValueError", f"unknown request {op!r}"]})
             pacer.sent()
+        self._drop_spare()
         self.end(0)
 
     def fork(self, argument: dict[str, Any]) -> None:
         """A unit child that makes the agent and serves its unit on a socket of its own, whose
-        other end goes to the worker with the answer {"unit": pid}."""
+        other end goes to the worker with the answer {"unit": pid}: the spare when it was
+        forked for this very `make`, else a new one."""
         if self.child is not None:
             self.end(0)
+        if self.spare is not None and self.spare[2] == argument:
+            pid, ours, _ = self.spare
+            self.spare = None
+        else:
+            self._drop_spare()
+            pid, ours = self._forked(argument)
+        self.child = pid
+        socket.send_fds(self.control, [encode_answer({"ok": {"unit": pid}})], [ours.fileno()])
+        ours.close()
+
+    def _forked(self, argument: dict[str, Any]) -> tuple[int, socket.socket]:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
             ours.close()
             unit_child(self, theirs, argument)
         theirs.close()
-        self.child = pid
-        socket.send_fds(self.control, [encode_answer({"ok": {"unit": pid}})], [ours.fileno()])
-        ours.close()
+        return pid, ours
+
+    def _drop_spare(self) -> None:
+        """A spare not wanted after all is ended, and what it did to the jail undone."""
+        if self.spare is not None:
+            pid, ours, _ = self.spare
+            self.spare = None
+            ours.close()
+            self.child = pid
+            self.end(0)
 
     def end(self, wait_s: float) -> dict[str, Any]:
         """The unit child ended (given `wait_s` to exit by itself, then killed) and the jail's
@@ -318,6 +270,9 @@ def unit_child(zygote: Zygote, sock: socket.socket, argument: dict[str, Any]) ->
     unit's CPU limit, no processes; then the agent made and its unit served. Never returns."""
     try:
         zygote.control.close()
+        if zygote.spare is not None:  # a spare forked earlier: none of this child's business
+            zygote.spare[1].close()
+        argument.pop("spare", None)
         cpu_s = argument.pop("cpu_s", None)
         if cpu_s:
             # SIGXCPU at the limit (the default action ends the process), SIGKILL a second later

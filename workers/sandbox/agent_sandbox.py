@@ -201,7 +201,10 @@ def untrusted_agent(
         process = AgentProcess(plan_for(source, limits), limits.start_timeout_s)
     try:
         cpu_s = limits.cpu_s if source.device != "cuda" else None  # its child serves on
-        request = {**source.make_request(), "cpu_s": cpu_s}
+        # An entry point's next unit child is forked as soon as a unit ends (its import and
+        # factory off the worker's path: workers/agent_child.py, Zygote.spare).
+        spare = {"spare": True} if source.entry_point else {}
+        request = {**source.make_request(), "cpu_s": cpu_s, **spare}
         made = process.request("make", request, limits.start_timeout_s)
         check_gpu_reached(source, made, gpu_devices())
         yield SandboxedAgent(process, step_timeout_s, made if isinstance(made, dict) else {})
