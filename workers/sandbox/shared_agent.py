@@ -51,14 +51,17 @@ from workers.sandbox.inference_host import BOOT, FAULTS, MARK, HostBroken, run_d
 # How long past a request's own step timeout (which the host enforces itself) a client waits
 # without a word from the host, by default: the child's end and the answer's way back.
 SILENCE_S = 30.0
+RETIRING_TRIES = 4  # hello to a retiring host, then to the one after it
+RETIRING_WAIT_S = 0.3  # a retiring host unlinks its socket within its loop's 0.25 s tick
 HOST_ENV = ("PATH", "ARENA_BWRAP", *DEFAULT_ENV_NAMES, *THREAD_VARIABLES)
 
 
 class Connection:
     """One worker process's connection to one host."""
 
-    def __init__(self, sock: socket.socket, label: str) -> None:
+    def __init__(self, sock: socket.socket, label: str, started: bool = False) -> None:
         self.sock, self.label = sock, label
+        self.started = started  # to a host this process started just now
 
     def ask(
         self,
@@ -168,16 +171,23 @@ def shared_agent(
     key = hashlib.sha256(process_key(source, expected, limits).encode()).hexdigest()[:32]
     made: Any = None
     connection = CONNECTIONS.take(key)
-    for attempt in (1, 2):  # a host that just retired: once more, with a new one
+    # A host that is retiring (its child died: it answers "dead", or hangs up on a connection
+    # its closing listener had queued) is asked again, once its socket is gone, by a new host;
+    # what a host started just now for this group answers is final.
+    for attempt in range(1, RETIRING_TRIES + 1):
+        started = False  # a kept connection's host was started for an earlier group
         if connection is None or not connection.reusable:
             connection = connect(key, source, limits, idle_s)
+            started = connection.started
         try:
             made = connection.ask({"op": "hello"}, b"", limits.start_timeout_s, silence_s)
             break
         except (AgentProcessDied, HostBroken):
             connection.close()
-            if attempt == 2:
+            if started or attempt == RETIRING_TRIES:
                 raise
+            if attempt > 1:
+                time.sleep(RETIRING_WAIT_S)
         except BaseException:  # the make's own error (the agent's): this connection is done
             connection.close()
             raise
@@ -195,11 +205,14 @@ def connect(key: str, source: AgentSource, limits: AgentLimits, idle_s: float) -
     path = folder / f"{key}.sock"
     label = Path(source.checkpoint or "").name
     sock = _try(path)
-    if sock is None:
-        with open(folder / f"{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            sock = _try(path) or _start(path, source, limits, idle_s)
-    return Connection(sock, label)
+    if sock is not None:
+        return Connection(sock, label)
+    with open(folder / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sock = _try(path)
+        if sock is not None:
+            return Connection(sock, label)
+        return Connection(_start(path, source, limits, idle_s), label, started=True)
 
 
 def _try(path: Path) -> socket.socket | None:
