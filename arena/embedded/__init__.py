@@ -202,31 +202,37 @@ def start_workers(
     """`concurrency` prefork worker processes consuming `queues`, in their own process group."""
     env = {**(base_env if base_env is not None else os.environ), "ARENA_REDIS_URL": redis_url}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    hostname = f"arena-{os.getpid()}-{next(_worker_numbers)}@%h"
     return _spawn(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "tasks.app",
-            "worker",
-            "--queues",
-            queues,
-            "--concurrency",
-            str(concurrency),
-            "--pool",
-            "prefork",
-            "--loglevel",
-            "WARNING",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--hostname",
-            f"arena-{os.getpid()}-{next(_worker_numbers)}@%h",
-        ],
+        worker_command(concurrency, queues, hostname),
         env=env,
         log=data_dir.resolve() / "worker.log",
     )
+
+
+def worker_command(concurrency: int, queues: str, hostname: str) -> list[str]:
+    """The command of a pool of `concurrency` prefork worker processes consuming `queues`."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "tasks.app",
+        "worker",
+        "--queues",
+        queues,
+        "--concurrency",
+        str(concurrency),
+        "--pool",
+        "prefork",
+        "--loglevel",
+        "WARNING",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--hostname",
+        hostname,
+    ]
 
 
 # How often the embedded worker pool is looked at, and how long it must have run before an exit

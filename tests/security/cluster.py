@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from arena.embedded import stop
+from arena.embedded import stop, worker_command
 from tasks.store import Store
 from tests.integration.conftest import ROOT, arena, wait_finished
 from tests.needs import require_bwrap
@@ -122,28 +122,8 @@ def secure_cluster(
                 if unprivileged
                 else []
             )
-            argv = [
-                *prefix,
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "tasks.app",
-                "worker",
-                "--queues",
-                queues,
-                "--concurrency",
-                str(concurrency),
-                "--pool",
-                "prefork",
-                "--loglevel",
-                "WARNING",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--hostname",
-                f"secure-{os.getpid()}-{secrets.token_hex(3)}@%h",
-            ]
+            hostname = f"secure-{os.getpid()}-{secrets.token_hex(3)}@%h"
+            argv = [*prefix, *worker_command(concurrency, queues, hostname)]
             with open(data_dir / "worker.log", "ab") as log:
                 pool = subprocess.Popen(
                     argv,

@@ -16,19 +16,19 @@ declares (docs/security.md, "Disk"):
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from workers.sandbox._reaper.caps import tree_bytes
+
 READY = ".arena-ready"  # written last: an environment without it is a build that did not finish
 SIZE = ".arena-size"  # its size in bytes, measured once it was built
 # An environment no check has used this long is removed when another is built: longer than any
 # check runs (3 commands × at most 6 h), so none is removed under a check using it.
 UNUSED_KEPT_S = 2 * 24 * 3600.0
-BLOCK = 4096  # a file costs at least a block (an inode)
 
 
 @contextmanager
@@ -47,29 +47,9 @@ def locked(path: Path, wait: bool = True) -> Iterator[bool]:
 
 
 def tree_size(folder: Path) -> int:
-    """Bytes `folder` takes on its file system: allocated blocks (at least one per file or
-    folder), hard links counted once, other file systems and links' targets not at all."""
-    device = folder.stat().st_dev
-    seen: set[int] = set()
-    total, pending = 0, [str(folder)]
-    while pending:
-        try:
-            entries = os.scandir(pending.pop())
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                try:
-                    found = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if found.st_dev != device or found.st_ino in seen:
-                    continue
-                seen.add(found.st_ino)
-                total += max(found.st_blocks * 512, BLOCK)
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(entry.path)
-    return total
+    """Bytes `folder` takes on its file system, measured as a sandbox's disk limit measures a
+    work dir (workers/sandbox/_reaper/caps.py)."""
+    return tree_bytes(str(folder), folder.stat().st_dev, set())
 
 
 def record_size(env: Path) -> int:

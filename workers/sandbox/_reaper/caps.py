@@ -51,24 +51,30 @@ class Disk:
         return size > self.cap
 
     def _walk(self, folder: str, seen: set[int]) -> int:
-        size = 0
-        try:
-            entries = os.scandir(folder)
-        except OSError:
-            return 0
-        with entries:
-            for entry in entries:
-                try:
-                    found = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if found.st_dev != self.device or found.st_ino in seen:
-                    continue  # another file system (a mount), or a hard link counted already
-                seen.add(found.st_ino)
-                size += max(found.st_blocks * 512, BLOCK)
-                if entry.is_dir(follow_symlinks=False):
-                    size += self._walk(entry.path, seen)
-        return size
+        return tree_bytes(folder, self.device, seen)
+
+
+def tree_bytes(folder: str, device: int, seen: set[int]) -> int:
+    """What `folder` holds on file system `device`: allocated blocks, at least one per file or
+    folder (an inode), each inode once (`seen`), links' targets and other mounts not at all."""
+    size = 0
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        return 0
+    with entries:
+        for entry in entries:
+            try:
+                found = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if found.st_dev != device or found.st_ino in seen:
+                continue  # another file system (a mount), or a hard link counted already
+            seen.add(found.st_ino)
+            size += max(found.st_blocks * 512, BLOCK)
+            if entry.is_dir(follow_symlinks=False):
+                size += tree_bytes(entry.path, device, seen)
+    return size
 
 
 class Watch:
