@@ -11,13 +11,16 @@ Batches (tasks/store_batches.py, tasks/store_results.py):
   error / an infrastructure error; `batch:{id}:attempts` hash: unit id -> attempts;
   `batch:{id}:reducer` string: the reducer's claim (expires); `batch:{id}:groups` hash: chunk
   id -> the group of units it runs now, their attempts counted and results not yet stored
-  (tasks/execute_chunk.py: a worker that dies leaves it for the chunk's next delivery).
+  (tasks/execute_chunk.py: a worker that dies leaves it for the chunk's next delivery);
+  `batch:{id}:in_process` set: unit ids whose trusted agent ran in the worker's own process
+  (no jail: tasks/trusted_deaths.py blames such a unit's worker deaths on its agent).
 Chunks in flight (tasks/liveness.py, tasks/watchdog.py):
   `batch:{id}:plan` hash: chunk id -> its unit ids; `batch:{id}:chunks` hash: chunk id ->
   {"units", "queue", "worker"}; `batch:{id}:beats` hash: chunk id -> last heartbeat (unix s);
   `batch:{id}:stall` string: "stored results:since"; `batch:{id}:lostscan` string: one
   watchdog's claim to look for lost units; `restoring:{delivery tag}` string: one watchdog's
-  claim to restore a message.
+  claim to restore a message; `delivered` hash: delivery tag -> when a watchdog first saw the
+  message unacknowledged (Redis's clock; tasks/lua/deliveries.lua).
 Leaderboards (tasks/store_boards.py):
   `leaderboards` set of board names; `lb:{name}` sorted set: agent -> score;
   `lb:{name}:entry:{agent}` hash: the stats behind it; `lb:{name}:history:{agent}` sorted
@@ -98,6 +101,9 @@ class Keys:
     def groups(self, batch_id: str) -> str:
         return self._of_batch(batch_id, "groups")
 
+    def in_process(self, batch_id: str) -> str:
+        return self._of_batch(batch_id, "in_process")
+
     # -- chunks in flight -------------------------------------------------------------------
     def plan(self, batch_id: str) -> str:
         return self._of_batch(batch_id, "plan")
@@ -116,6 +122,9 @@ class Keys:
 
     def restoring(self, tag: str) -> str:
         return f"{self.prefix}restoring:{tag}"
+
+    def delivered(self) -> str:
+        return f"{self.prefix}delivered"
 
     # -- leaderboards -----------------------------------------------------------------------
     def leaderboards(self) -> str:

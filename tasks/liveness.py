@@ -7,6 +7,10 @@ A chunk's message stays in the broker's `unacked` hash from delivery until its t
 is held by a worker that died (before or while running it): the watchdog puts it back at the
 front of its queue, as kombu itself does after the visibility timeout.
 
+One clock: every time compared here is Redis's (TIME in tasks/lua/, or a key's expiry), never
+a worker's `time.time()`: the writer and the judge are different machines (docs/reliability.md,
+"One clock").
+
 The records are the Store's (tasks/store_flight.py, keys in tasks/keys.py); what the broker
 holds is read through tasks/broker.py, the one module that knows kombu's layout.
 """
@@ -175,18 +179,26 @@ class Orphan:
     silent_s: float
 
 
-def orphans(db: Store, lost_after_s: float, batch_id: str | None = None) -> list[Orphan]:
-    """Chunk messages delivered over `lost_after_s` ago whose chunk has no fresh heartbeat."""
-    now = time.time()
+def orphans(
+    db: Store, lost_after_s: float, batch_id: str | None = None, note: bool = False
+) -> list[Orphan]:
+    """Chunk messages delivered over `lost_after_s` ago whose chunk has no fresh heartbeat,
+    all on Redis's clock: a stale heartbeat (a chunk that ran), or, for a chunk that never
+    started, `lost_after_s` since a watchdog first saw its message (kombu's own delivery
+    stamp is the delivering worker's clock). `note`: a watchdog's sweep (it records what it
+    sees first); otherwise a read-only look."""
+    now, seen = db.deliveries(note)
     found = []
-    for tag, delivered in broker.delivered_before(db.r, now - lost_after_s):
+    for tag, first_seen in seen.items():
         chunk = broker.delivered_chunk(db.r, tag)
         if chunk is None or (batch_id is not None and chunk.batch_id != batch_id):
             continue
         beat = db.chunk_beat(chunk.batch_id, chunk.chunk_id)
         if beat is not None and now - beat < lost_after_s:
             continue  # its worker is alive and running it
-        quiet = now - max(delivered, beat or 0)
+        if beat is None and (first_seen is None or now - first_seen < lost_after_s):
+            continue  # delivered just now, or not started yet
+        quiet = now - max(first_seen or 0, beat or 0)
         found.append(Orphan(tag, chunk.batch_id, chunk.chunk_id, chunk.units, chunk.queue, quiet))
     return found
 
@@ -211,8 +223,8 @@ def lost_units(db: Store, batch_id: str, lost_after_s: float) -> list[str]:
 
 
 def _beating(db: Store, batch_id: str, lost_after_s: float) -> set[str]:
-    """The batch's chunks whose worker beat within `lost_after_s`."""
-    now = time.time()
+    """The batch's chunks whose worker beat within `lost_after_s` (Redis's clock)."""
+    now = db.redis_time()
     return {c for c, beat in db.chunk_beats(batch_id).items() if now - beat < lost_after_s}
 
 

@@ -5,11 +5,20 @@ its last heartbeat, and the watchdog's own marks (tasks/keys.py)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
+from functools import cache
+from importlib import resources
 from typing import Any
 
+from tasks import broker
 from tasks.store_base import StoreBase
+
+
+@cache
+def lua(name: str) -> str:
+    """The text of tasks/lua/{name}.lua (sent with EVAL: a Redis that restarted or failed
+    over has no script cache to miss)."""
+    return (resources.files("tasks") / "lua" / f"{name}.lua").read_text()
 
 
 class InFlight(StoreBase):
@@ -25,14 +34,15 @@ class InFlight(StoreBase):
         commands to the same round trip: their replies are returned."""
         with self.r.pipeline(transaction=False) as pipe:
             pipe.hset(self.keys.chunks(batch_id), chunk_id, json.dumps(info))
-            pipe.hset(self.keys.beats(batch_id), chunk_id, time.time())
+            pipe.eval(lua("beat"), 1, self.keys.beats(batch_id), chunk_id)
             if read is not None:
                 read(pipe)
             replies: list[Any] = pipe.execute()[2:]
         return replies
 
     def beat_chunk(self, batch_id: str, chunk_id: str) -> None:
-        self.r.hset(self.keys.beats(batch_id), chunk_id, time.time())
+        """A heartbeat stamped with Redis's clock (tasks/lua/beat.lua), not this worker's."""
+        self.r.eval(lua("beat"), 1, self.keys.beats(batch_id), chunk_id)
 
     def forget_chunk_in(self, pipe: Any, batch_id: str, chunk_id: str) -> None:
         """Queue on `pipe` the commands that forget a chunk that ended."""
@@ -45,12 +55,12 @@ class InFlight(StoreBase):
             pipe.execute()
 
     def chunk_beat(self, batch_id: str, chunk_id: str) -> float | None:
-        """The chunk's last heartbeat (unix s), None when it has none."""
+        """The chunk's last heartbeat (unix s, Redis's clock), None when it has none."""
         beat = self.r.hget(self.keys.beats(batch_id), chunk_id)
         return None if beat is None else float(beat)
 
     def chunk_beats(self, batch_id: str) -> dict[str, float]:
-        """Chunk id -> last heartbeat (unix s) of the batch's running chunks."""
+        """Chunk id -> last heartbeat (unix s, Redis's clock) of the batch's running chunks."""
         return {c: float(b) for c, b in self.r.hgetall(self.keys.beats(batch_id)).items()}
 
     def forget_chunks(self, batch_id: str) -> dict[str, Any]:
@@ -59,6 +69,27 @@ class InFlight(StoreBase):
         removed = self.r.hgetall(keys.chunks(batch_id))
         self.r.delete(keys.chunks(batch_id), keys.beats(batch_id), keys.plan(batch_id))
         return dict(removed)
+
+    def deliveries(self, note: bool) -> tuple[float, dict[str, float | None]]:
+        """(Redis's clock now, each unacknowledged message's delivery tag -> when a watchdog
+        first saw it, Redis's clock; None: none has yet). `note`: a watchdog's sweep records
+        the tags it sees for the first time (tasks/lua/deliveries.lua); otherwise a read-only
+        look (`arena status` must work while Redis refuses writes)."""
+        seen_key = self.keys.delivered()
+        if note:
+            reply = self.r.eval(lua("deliveries"), 2, broker.UNACKED_INDEX, seen_key)
+            pairs = reply[1:]
+            noted: dict[str, float | None] = {
+                str(t): float(at) for t, at in zip(pairs[::2], pairs[1::2], strict=True)
+            }
+            return float(reply[0]), noted
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.time()
+            pipe.zrange(broker.UNACKED_INDEX, 0, -1)
+            pipe.hgetall(seen_key)
+            (seconds, micros), tags, seen = pipe.execute()
+        ages = {str(t): float(seen[t]) if t in seen else None for t in tags}
+        return float(seconds) + float(micros) / 1e6, ages
 
     # -- the plan: which units each chunk message carries ---------------------------------------
     def record_plan(self, batch_id: str, plan: dict[str, list[str]], replace: bool = False) -> None:
@@ -87,7 +118,8 @@ class InFlight(StoreBase):
 
     def stall_since(self, batch_id: str, now: float) -> float | None:
         """Since when the batch has had the number of results it has now; None when that
-        number just changed (it is noted now, as of `now`)."""
+        number just changed (it is noted now, as of `now`: Redis's clock, as every watchdog
+        that reads it judges it)."""
         key = self.keys.stall(batch_id)
         stored = int(self.r.hlen(self.keys.units(batch_id)))
         seen = self.r.get(key)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from tasks.store_base import StoreBase
+from tasks.store_flight import lua
 from tasks.workloads.base import UnitResult
 
 # A chunk's start, one EVAL (atomic). KEYS: the batch, its units, attempts, groups. ARGV: the
@@ -166,9 +167,13 @@ class UnitResults(StoreBase):
         ]
 
     def reset_attempts(self, batch_id: str, unit_ids: Sequence[str]) -> None:
-        """A resubmission gives retried units a fresh count of attempts."""
+        """A resubmission gives retried units a fresh count of attempts, and forgets that their
+        agents ran in a worker's process (tasks/trusted_deaths.py): they may run sandboxed now."""
         if unit_ids:
-            self.r.hdel(self.keys.attempts(batch_id), *unit_ids)
+            with self.r.pipeline(transaction=False) as pipe:
+                pipe.hdel(self.keys.attempts(batch_id), *unit_ids)
+                pipe.srem(self.keys.in_process(batch_id), *unit_ids)
+                pipe.execute()
 
     def attempts(self, batch_id: str) -> dict[str, int]:
         """Unit id -> attempts counted at it."""
@@ -229,32 +234,29 @@ class UnitResults(StoreBase):
     def _queue_results(
         self, pipe: Any, batch_id: str, runs: Sequence[tuple[UnitResult, str]]
     ) -> int:
-        """Queue the results on `pipe`; returns how many commands that took. Keyed by unit id:
-        a redelivered unit overwrites its own result, never adds one; the sets of failed unit
-        ids follow the latest result, so error counts stay exact too."""
+        """Queue the results on `pipe` (tasks/lua/store_results.lua, one EVAL); returns how
+        many commands that took. Keyed by unit id and fenced: a unit's first result stands (a
+        unit that ran twice never adds or changes one; an infrastructure error gives way), and
+        nothing lands once the batch was reduced; the sets of failed unit ids follow the stored
+        result, so error counts stay exact too."""
         if not runs:
             return 0
         keys = self.keys
-        ids = [r.unit_id for r, _ in runs]
-        logs = {r.unit_id: log for r, log in runs if log}
-        errors = {r.unit_id for r, _ in runs if r.status == "error"}
-        infra = {r.unit_id for r, _ in runs if r.error_kind == "infrastructure"}
-        pipe.hset(keys.units(batch_id), mapping={r.unit_id: r.model_dump_json() for r, _ in runs})
-        queued = 1
-        if logs:
-            pipe.hset(keys.logs(batch_id), mapping=logs)
-            queued += 1
-        for command, key, members in (
-            (pipe.hdel, keys.logs(batch_id), [u for u in ids if u not in logs]),
-            (pipe.sadd, keys.errors(batch_id), [u for u in ids if u in errors]),
-            (pipe.srem, keys.errors(batch_id), [u for u in ids if u not in errors]),
-            (pipe.sadd, keys.infra(batch_id), [u for u in ids if u in infra]),
-            (pipe.srem, keys.infra(batch_id), [u for u in ids if u not in infra]),
-        ):
-            if members:
-                command(key, *members)
-                queued += 1
-        return queued
+        targets = [
+            keys.batch(batch_id),
+            keys.units(batch_id),
+            keys.logs(batch_id),
+            keys.errors(batch_id),
+            keys.infra(batch_id),
+        ]
+        values: list[str] = []
+        for result, log in runs:
+            flags = ("e" if result.status == "error" else "") + (
+                "i" if result.error_kind == "infrastructure" else ""
+            )
+            values += [result.unit_id, result.model_dump_json(), log, flags]
+        pipe.eval(lua("store_results"), len(targets), *targets, *values)
+        return 1
 
     def unit_results(self, batch_id: str) -> dict[str, UnitResult]:
         return {

@@ -185,7 +185,8 @@ def _reduce(self: Task, db: Store, info: BatchInfo, seen: int, stalled_since: fl
     if missing:
         # Early (a duplicate delivery, or a chunk that failed outright): wait while results
         # still arrive, and give up on the rest once they stop for longer than a unit may take.
-        now = time.time()
+        # Redis's clock: the retry that judges `stalled_since` may run on another machine.
+        now = db.redis_time()
         if len(results) != seen:
             seen, stalled_since = len(results), now
         if now - stalled_since < batch.spec.protocol.unit_time_limit_s + STALL_GRACE_S:

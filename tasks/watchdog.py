@@ -40,7 +40,7 @@ class Actions:
 def watch_once(db: Store, lost_after_s: float, actions: Actions) -> int:
     """One sweep; returns how many chunks or lost units were given out again."""
     given = 0
-    for orphan in orphans(db, lost_after_s):
+    for orphan in orphans(db, lost_after_s, note=True):
         if db.status(orphan.batch_id) != "running":
             continue
         # One watchdog restores it, however many workers sweep at once.
@@ -65,8 +65,9 @@ def watch_once(db: Store, lost_after_s: float, actions: Actions) -> int:
 
 
 def _stalled(db: Store, batch_id: str, lost_after_s: float) -> bool:
-    """No new unit result for `lost_after_s` (tracked in Redis: every watchdog shares it)."""
-    now = time.time()
+    """No new unit result for `lost_after_s` (tracked in Redis, on Redis's clock: every
+    watchdog shares it, whatever its own clock says)."""
+    now = db.redis_time()
     since = db.stall_since(batch_id, now)
     return since is not None and now - since >= lost_after_s
 

@@ -120,10 +120,11 @@ def test_a_chunk_of_tiny_units_writes_its_results_once(db: Store, url: str, tmp_
     stored, attempts, open_group = state(db)
     assert stored == set(ids(*range(10))) and attempts == dict.fromkeys(ids(*range(10)), 1)
     assert not open_group and db.logs(BATCH)[ids(3)[0]] == f"log {ids(3)[0]}"
-    # Two writes: the registration (the first group's counts, one EVAL beside its beat) and
-    # one MULTI storing the ten results (the group closing and the chunk forgotten in it).
+    # Two writes: the registration (the first group's counts, one EVAL beside its beat, an
+    # EVAL that stamps it with Redis's clock) and one MULTI storing the ten results (one EVAL
+    # that fences them; the group closing and the chunk forgotten in it).
     calls = {k: v["calls"] for k, v in db.r.info("commandstats").items()}
-    assert calls["cmdstat_exec"] == 1 and calls["cmdstat_eval"] == 1, calls
+    assert calls["cmdstat_exec"] == 1 and calls["cmdstat_eval"] == 3, calls
     assert deliver(url, tmp_path) == []  # delivered again: nothing runs, nothing is counted
     assert state(db)[1] == dict.fromkeys(ids(*range(10)), 1)
 
