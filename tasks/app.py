@@ -13,6 +13,8 @@ from redis.backoff import ExponentialBackoff
 
 from tasks import refusal
 from tasks.broker import QUEUES as QUEUES  # re-exported: arena routes by it
+from tasks.redis_url import WaitRule, transport_options
+from tasks.redis_url import client as redis_client
 from tasks.refusal import SayingRetry
 from tasks.settings import ArenaSettings, celery_url, current_settings
 from tasks.store import Store
@@ -28,6 +30,8 @@ def configure(settings: ArenaSettings) -> Celery:
     if not settings.redis_url:
         raise ValueError("ARENA_REDIS_URL is not set")
     url = celery_url(settings.redis_url)
+    # Sentinels: kombu and Celery's result backend ask them for the primary (master_name).
+    finding = transport_options(settings.redis_url, settings.redis_master)
     app.conf.update(
         broker_url=url,
         result_backend=url,
@@ -41,8 +45,12 @@ def configure(settings: ArenaSettings) -> Celery:
             # default throttle would make it every 10 x N).
             "unacked_restore_interval": settings.restore_interval_s,
             "unacked_restore_throttle": 1,
+            **finding,
         },
-        result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        result_backend_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s,
+            **finding,
+        },
         result_expires=settings.result_expires_s,
         task_queues=tuple(Queue(q, Exchange(q, type="direct"), routing_key=q) for q in QUEUES),
         task_default_queue="cpu",
@@ -70,10 +78,12 @@ RETRIED = (redis.ConnectionError, redis.TimeoutError, redis.ResponseError)
 
 
 @cache
-def _store(pid: int, url: str, prefix: str, retry_s: float) -> Store:
+def _store(pid: int, url: str, master: str, wait: WaitRule, prefix: str, retry_s: float) -> Store:
     retries = int(retry_s / RETRY_CAP_S) + 6 if retry_s > 0 else 0
-    client = redis.Redis.from_url(
+    client = redis_client(
         url,
+        master,
+        wait,
         decode_responses=True,
         retry=SayingRetry(ExponentialBackoff(cap=RETRY_CAP_S, base=RETRY_BASE_S), retries),
         retry_on_error=list(RETRIED),
@@ -89,7 +99,10 @@ def store(settings: ArenaSettings | None = None, retry_s: float | None = None) -
     if not settings.redis_url:
         raise ValueError("ARENA_REDIS_URL is not set")
     wait = settings.redis_retry_s if retry_s is None else retry_s
-    return _store(os.getpid(), settings.redis_url, settings.key_prefix, wait)
+    replicas = WaitRule(settings.redis_wait_replicas, int(settings.redis_wait_timeout_s * 1000))
+    return _store(
+        os.getpid(), settings.redis_url, settings.redis_master, replicas, settings.key_prefix, wait
+    )
 
 
 def _configure_from_environment() -> None:

@@ -7,20 +7,26 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import redis.connection
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tasks.redis_url import URL_SCHEMES, check_url
 from tasks.validation import InputError
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+REDIS_SCHEMES = URL_SCHEMES
 
 
 class ArenaSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ARENA_", extra="ignore")
 
-    # redis://, rediss:// or unix:// URL of a shared Redis. Unset: `arena run` embeds one.
+    # redis://, rediss:// or unix:// URL of a shared Redis, or sentinel://h:p;sentinel://h:p
+    # naming Sentinels (tasks/redis_url.py). Unset: `arena run` embeds one.
     redis_url: str | None = None
+    # Sentinels: the name they know the primary by. WAIT replicas (0: off) after each write
+    # that counts (a chunk's results, a batch's start and end), each WAIT up to the timeout.
+    redis_master: str = Field("arena", min_length=1, max_length=200, pattern=r"^[\w.\-]+$")
+    redis_wait_replicas: int = Field(0, ge=0, le=64)
+    redis_wait_timeout_s: float = Field(1.0, gt=0, le=600, allow_inf_nan=False)
     # Where the embedded Redis keeps its data (leaderboards survive between runs).
     data_dir: Path = Path(".arena-data")
     key_prefix: str = "arena:"
@@ -40,6 +46,9 @@ class ArenaSettings(BaseSettings):
     # is given to another worker (its worker died) without waiting for the visibility timeout.
     heartbeat_s: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False)
     lost_worker_s: float = Field(30.0, gt=0, le=24 * 3600, allow_inf_nan=False)
+    # A worker whose clock is off Redis's by more than this says so once in its log and in
+    # `arena queue` (liveness is judged on Redis's clock; timestamps shown are the writer's).
+    clock_skew_warn_s: float = Field(5.0, gt=0, le=24 * 3600, allow_inf_nan=False)
     # How long a worker keeps retrying Redis (an outage, a restart) before a task gives up.
     redis_retry_s: float = Field(300.0, ge=0, le=24 * 3600, allow_inf_nan=False)
     # Address-space limit of a worker process while it runs one unit, in MiB (a unit that eats
@@ -173,12 +182,7 @@ class ArenaSettings(BaseSettings):
     def _known_scheme(cls, url: str | None) -> str | None:
         if not url:
             return None  # ARENA_REDIS_URL= (empty) means unset: the embedded default
-        if not url.startswith(REDIS_SCHEMES):
-            raise ValueError("must start with redis://, rediss:// or unix://")
-        try:
-            redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"not a Redis URL ({exc})") from None
+        check_url(url)
         return url
 
     @field_validator("key_prefix")

@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from arena.service import boards
 from arena.service.replays import Replays
 from arena.web.front_door import CALLER, TOKENS_SETTING, Tokens
+from tasks.redis_url import async_client
 from tasks.settings import ArenaSettings
 from tasks.store import Store
 from tasks.teams import TEAMS_SETTING, Caller
@@ -117,8 +118,11 @@ class Api:
         if not self.settings.redis_url:
             yield
             return
-        client = redis.asyncio.Redis.from_url(
-            self.settings.redis_url, decode_responses=True, retry=Retry(NoBackoff(), 0)
+        client = async_client(
+            self.settings.redis_url,
+            self.settings.redis_master,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 0),
         )
         self._on_loop = (asyncio.get_running_loop(), client)
         try:
