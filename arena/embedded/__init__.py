@@ -22,6 +22,7 @@ from pathlib import Path
 
 import redis
 
+from arena.embedded.redis_log import check_room, redis_stopped
 from tasks.broker import forget_messages  # kombu's keys are tasks/broker.py's to know
 from tasks.validation import InputError
 
@@ -160,7 +161,9 @@ def redis_argv(data_dir: Path, sock: Path) -> list[str]:
 
 
 def start_redis(data_dir: Path, sock: Path) -> subprocess.Popen[bytes]:
-    """Start redis-server on `sock` and wait until it answers (RuntimeError if it does not)."""
+    """Start redis-server on `sock` and wait until it answers (RunFailed with its log's reason
+    if it does not; DataDiskFull, before it starts, where its folder has no room)."""
+    check_room(data_dir)
     server = _spawn(redis_argv(data_dir, sock), log=data_dir / "redis.log")
     client = redis.Redis.from_url(f"unix://{sock}")
     deadline = time.monotonic() + 30
@@ -172,9 +175,7 @@ def start_redis(data_dir: Path, sock: Path) -> subprocess.Popen[bytes]:
             except (redis.ConnectionError, FileNotFoundError):
                 if server.poll() is not None or time.monotonic() > deadline:
                     stop(server)
-                    raise RuntimeError(
-                        f"embedded Redis did not start; see {data_dir / 'redis.log'}"
-                    ) from None
+                    raise redis_stopped(data_dir, "the embedded Redis did not start") from None
                 time.sleep(0.02)
     finally:
         client.close()

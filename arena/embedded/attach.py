@@ -18,13 +18,15 @@ import redis
 
 from arena.embedded import DataDirInUse, prepare_data_dir
 from arena.embedded.host import CLIENTS, LOG, STATE, WANTED, HostState, read_state
+from arena.embedded.redis_log import DataDiskFull, check_room, redis_stopped
 from tasks.store import Store
-from tasks.validation import InputError
+from tasks.validation import InputError, RunFailed
 from workers.fingerprint import engine_fingerprint
 
 START = "host-start.lock"  # held while a client looks for the host and starts one: one host
 HOST_START_S = 60.0
 _hosts: list[subprocess.Popen[bytes]] = []  # the hosts this process started (reaped when ended)
+ATTACHED: list[tuple[Path, HostState]] = []  # the hosts this process is attached to now
 
 
 class NoHost(InputError):
@@ -50,11 +52,26 @@ def attached(
                     "keeps one running, or set ARENA_REDIS_URL"
                 )
             if state is None:
+                check_room(data_dir)  # a full disk: one line with its free space
                 state = start_host(data_dir, workers)
         if run_batches:
             check_engine(data_dir, state)
             (data_dir / WANTED).touch()
-        yield state
+        ATTACHED.append((data_dir, state))
+        try:
+            yield state
+        except (redis.ConnectionError, redis.TimeoutError, RunFailed) as exc:
+            # Lost mid-command: a Redis that exited is said with its reason, not as an outage.
+            raise redis_gone(data_dir, state) or exc from None
+        finally:
+            ATTACHED.remove((data_dir, state))
+
+
+def embedded_redis_gone() -> RunFailed | None:
+    """Why the embedded Redis this process is attached to exited (RunFailed: say it and end,
+    nothing will bring it back), or None (not attached, or it runs: a lost connection is an
+    outage to wait out)."""
+    return next(filter(None, (redis_gone(*host) for host in ATTACHED)), None)
 
 
 def check_engine(data_dir: Path, state: HostState) -> None:
@@ -112,16 +129,44 @@ def start_host(data_dir: Path, workers: int) -> HostState:
             raise _host_failed(data_dir)
         if time.monotonic() > deadline:
             host.terminate()
-            raise RuntimeError(f"the embedded cluster did not start; see {data_dir / LOG}")
+            raise RunFailed(f"the embedded cluster did not start; see {data_dir / LOG}")
         time.sleep(0.02)
 
 
 def _host_failed(data_dir: Path) -> Exception:
+    """The host's own last line as the error; where it wrote none (its log on a full disk),
+    why its Redis stopped."""
     lines = (data_dir / LOG).read_text(errors="replace").strip().splitlines() or [""]
     last = lines[-1].removeprefix("arena: error: ")
     if "is in use by arena" in last:
         return DataDirInUse(last)
-    return RuntimeError(f"the embedded cluster did not start: {last} (see {data_dir / LOG})")
+    if not last or isinstance(redis_stopped(data_dir), DataDiskFull):
+        return redis_stopped(data_dir, "the embedded cluster did not start")
+    return RunFailed(f"the embedded cluster did not start: {last} (see {data_dir / LOG})")
+
+
+def redis_gone(data_dir: Path, state: HostState) -> RunFailed | None:
+    """Why the host's Redis is gone for good (its process, or its host, exited: nothing starts
+    it again), or None while it runs (a client that cannot reach it then waits as for an
+    outage). Asked by a client that lost its Redis."""
+    _hosts[:] = [h for h in _hosts if h.poll() is None]  # a host this process started: reaped
+    for pid in (state.redis_pid, state.pid):
+        if pid and not _alive(pid):
+            return redis_stopped(data_dir)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's, alive
+    try:  # exited but not yet reaped by its parent (the host looks every CHECK_S): gone
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return True  # no /proc: alive as far as kill tells
 
 
 def resume_orphan(db: Store, batch_id: str) -> bool:

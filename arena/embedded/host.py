@@ -38,6 +38,7 @@ from arena.embedded import (
     start_workers,
     stop,
 )
+from arena.embedded.redis_log import redis_stopped
 from tasks.broker import QUEUES, queue_lengths
 from tasks.keys import Keys
 from tasks.settings import load_settings
@@ -57,6 +58,7 @@ class HostState(BaseModel):
     generation: int
     workers: int
     engine: str  # Arena's code its workers run (workers/fingerprint.py), as of the pool's start
+    redis_pid: int = 0  # its Redis: a client that loses it sees at once whether it is gone
 
 
 def write_state(data_dir: Path, state: HostState) -> None:
@@ -105,6 +107,7 @@ class Host:
         self.data_dir, self.workers, self.linger_s, self.keys = data_dir, workers, linger_s, keys
         self.stopping = threading.Event()
         self.pool: KeptPool | None = None
+        self.redis_exited = False  # its Redis died: the host ends (nothing restarts it)
 
     def run(self) -> None:
         with ExitStack() as stack:
@@ -113,7 +116,7 @@ class Host:
             clients = stack.enter_context(open(self.data_dir / CLIENTS, "a+"))
             sock = _socket_path(self.data_dir)
             sock.unlink(missing_ok=True)
-            server = start_redis(self.data_dir, sock)
+            self.server = server = start_redis(self.data_dir, sock)
             stack.callback(stop, server)  # last: the workers stop first
             url = f"unix://{sock}"
             generation = begin_generation(url, self.keys)
@@ -121,7 +124,7 @@ class Host:
             stack.callback((self.data_dir / STATE).unlink, missing_ok=True)  # first of all
             self.state = HostState(
                 url=url, pid=os.getpid(), generation=generation, workers=self.workers,
-                engine=current_engine(),
+                engine=current_engine(), redis_pid=server.pid,
             )  # fmt: skip
             write_state(self.data_dir, self.state)
             say(f"generation {generation} on {url} (pid {os.getpid()})")
@@ -131,6 +134,9 @@ class Host:
         broker = redis.Redis.from_url(url)
         idle_since: float | None = None
         while not self.stopping.wait(CHECK_S):
+            if self.server.poll() is not None:
+                self._redis_died()
+                return
             if self.pool is None and self._work_wanted(broker):
                 self.state = self.state.model_copy(update={"engine": current_engine()})
                 write_state(self.data_dir, self.state)
@@ -160,9 +166,17 @@ class Host:
     def _restarted(self, code: int) -> None:
         say(f"the worker pool exited (code {code}); starting it again (its log: worker.log)")
 
+    def _redis_died(self) -> None:
+        """Supervised like the pool, but not started again: a Redis that exited for a full
+        disk or a broken append-only file would exit again. The clients attached see it gone
+        (attach.redis_gone) and say why; the next command starts a host afresh."""
+        self.redis_exited = True
+        say(str(redis_stopped(self.data_dir)))
+
     def _close_pool(self) -> None:
         if self.pool is not None:
-            self.pool.close()  # SIGTERM: the units running finish first
+            # SIGTERM: the units running finish first, unless Redis is gone (nowhere to store)
+            self.pool.close(timeout=2.0 if self.redis_exited else 15.0)
 
 
 def current_engine() -> str:
@@ -181,7 +195,8 @@ def _alone(clients: IO[str]) -> bool:
 
 
 def say(line: str) -> None:
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} arena host: {line}", flush=True)
+    with suppress(OSError):  # host.log on a full disk: the clients say it instead
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} arena host: {line}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda *_: host.stopping.set())
         host.run()
+        if host.redis_exited:
+            return 1
     except (InputError, DataDirInUse, RuntimeError) as exc:
         # The client that started the host shows this last line as its own error.
         print(f"arena: error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)

@@ -13,7 +13,7 @@ from arena.service.race_input import anchor_repo
 from arena.service.reports import Report, in_process_report, report_from_store, write_logs
 from tasks.execute import execute_batch
 from tasks.liveness import waiting_on_lost_workers
-from tasks.refusal import probe_writes
+from tasks.redis_health import redis_problem
 from tasks.settings import ArenaSettings
 from tasks.spec import NAME_PATTERN, load_spec_file
 from tasks.store import BatchInfo, Store
@@ -176,10 +176,11 @@ def stored_report(settings: ArenaSettings, db: Store, batch_id: str) -> Report:
 
 
 def running_notes(db: Store, info: BatchInfo, settings: ArenaSettings) -> list[str]:
-    """What holds a running batch up: lost workers, Redis refusing writes."""
+    """What holds a running batch up: lost workers, Redis refusing writes or failing to save
+    them to disk (tasks/redis_health.py)."""
     if info.status != "running":
         return []
-    notes = [waiting_on_lost_workers(db, info.id, settings.lost_worker_s), probe_writes(db)]
+    notes = [waiting_on_lost_workers(db, info.id, settings.lost_worker_s), redis_problem(db)]
     return [note for note in notes if note]
 
 

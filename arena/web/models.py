@@ -28,6 +28,9 @@ class BatchDetail(BaseModel):
 
     batch: BatchInfo
     report: Report | None
+    # What holds it up while it runs (`arena status`'s lines under its status): units held by
+    # a lost worker, Redis refusing writes or failing to save them to disk.
+    notes: list[str] = []
 
 
 class Cancelled(BaseModel):

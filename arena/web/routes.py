@@ -118,7 +118,8 @@ def batch(api: ApiState, batch_id: str) -> BatchDetail:
     info = find(api, batch_id)
     finished = info.status in FINISHED
     report = batches.stored_report(api.settings, api.db, info.id) if finished else None
-    return BatchDetail(batch=info, report=report)
+    notes = batches.running_notes(api.db, info, api.settings)
+    return BatchDetail(batch=info, report=report, notes=notes)
 
 
 @router.delete(
