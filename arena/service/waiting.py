@@ -9,6 +9,7 @@ from typing import Protocol
 
 import redis
 
+from arena.embedded.attach import embedded_redis_gone
 from tasks.liveness import waiting_on_lost_workers
 from tasks.refusal import probe_writes, refused_writes
 from tasks.settings import ArenaSettings
@@ -60,6 +61,8 @@ def wait(db: Store, batch_id: str, settings: ArenaSettings, watcher: Watcher) ->
                     outage.lost(refused, refused=True)
                     continue
         except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if (gone := embedded_redis_gone()) is not None:
+                raise gone from None  # the embedded Redis exited: nothing will restart it
             outage.lost(f"lost Redis ({' '.join(str(exc).split())})")
             continue
         except redis.ResponseError as exc:
