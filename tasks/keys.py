@@ -20,7 +20,8 @@ Chunks in flight (tasks/liveness.py, tasks/watchdog.py):
   `batch:{id}:stall` string: "stored results:since"; `batch:{id}:lostscan` string: one
   watchdog's claim to look for lost units; `restoring:{delivery tag}` string: one watchdog's
   claim to restore a message; `delivered` hash: delivery tag -> when a watchdog first saw the
-  message unacknowledged (Redis's clock; tasks/lua/deliveries.lua).
+  message unacknowledged (Redis's clock; tasks/lua/deliveries.lua); `clocks` hash: worker host
+  -> JSON [its clock minus Redis's (s), when it checked (Redis's clock)] (tasks/clock.py).
 Leaderboards (tasks/store_boards.py):
   `leaderboards` set of board names; `lb:{name}` sorted set: agent -> score;
   `lb:{name}:entry:{agent}` hash: the stats behind it; `lb:{name}:history:{agent}` sorted
@@ -125,6 +126,9 @@ class Keys:
 
     def delivered(self) -> str:
         return f"{self.prefix}delivered"
+
+    def clocks(self) -> str:
+        return f"{self.prefix}clocks"
 
     # -- leaderboards -----------------------------------------------------------------------
     def leaderboards(self) -> str:

@@ -91,6 +91,21 @@ class InFlight(StoreBase):
         ages = {str(t): float(seen[t]) if t in seen else None for t in tags}
         return float(seconds) + float(micros) / 1e6, ages
 
+    # -- worker clocks (tasks/clock.py): shown, never judged ------------------------------------
+    def note_clock(self, host: str, skew_s: float, redis_now: float) -> None:
+        """Worker `host`'s clock is `skew_s` off Redis's (+ ahead), as read at `redis_now`."""
+        self.r.hset(self.keys.clocks(), host, json.dumps([round(skew_s, 3), redis_now]))
+
+    def worker_clocks(self, fresh_s: float) -> dict[str, float]:
+        """Host -> skew (s) of each worker host that checked within `fresh_s` (Redis's clock)."""
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.time()
+            pipe.hgetall(self.keys.clocks())
+            (seconds, micros), raw = pipe.execute()
+        now = float(seconds) + float(micros) / 1e6
+        read = {host: json.loads(value) for host, value in raw.items()}
+        return {host: float(skew) for host, (skew, at) in read.items() if now - at <= fresh_s}
+
     # -- the plan: which units each chunk message carries ---------------------------------------
     def record_plan(self, batch_id: str, plan: dict[str, list[str]], replace: bool = False) -> None:
         """Add chunk id -> unit ids to the batch's plan (`replace`: instead of what it held)."""

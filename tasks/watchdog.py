@@ -16,14 +16,19 @@ reads). Each sweep, for every running batch:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 
 import redis
 
+from tasks.clock import ClockWatch
 from tasks.liveness import lost_out, lost_units, orphans
+from tasks.provenance import host_name
+from tasks.settings import current_settings
 from tasks.store import Store
 
 log = logging.getLogger(__name__)
@@ -83,13 +88,18 @@ def _requeue_lost(db: Store, batch_id: str, lost_after_s: float, actions: Action
 
 
 def start_watchdog(db: Store, lost_after_s: float, actions: Actions) -> threading.Thread:
-    """A daemon thread in the worker's main process, sweeping every lost_after_s / 3."""
+    """A daemon thread in the worker's main process, sweeping every lost_after_s / 3; each
+    sweep also compares this machine's clock with Redis's (tasks/clock.py)."""
+    clock = ClockWatch(current_settings().clock_skew_warn_s, f"{host_name()}:{os.getpid()}")
 
     def loop() -> None:
+        with suppress(redis.RedisError):
+            clock.check(db)  # a clock that is off is said at start, not a sweep later
         while True:
             time.sleep(max(0.5, lost_after_s / 3))
             try:
                 watch_once(db, lost_after_s, actions)
+                clock.check(db)
             except redis.RedisError:
                 pass  # an outage: the next sweep tries again
             except Exception:  # the watchdog must outlive anything one sweep meets

@@ -1,5 +1,6 @@
 """`arena queue`: the batches each pool is running and the ones waiting for a slot, by class and
-team, in the order the scheduler serves them (arena/service/queue.py)."""
+team, in the order the scheduler serves them (arena/service/queue.py), and the workers whose
+clock is off Redis's (tasks/clock.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.table import Table
 from arena.cli.terminal import JSON_HELP, console, print_json
 from arena.service import cluster
 from arena.service.queue import PoolQueue, QueuedBatch, duration, read_queue
+from tasks.clock import skewed_clocks
 from tasks.redact import redact_raw
 from tasks.settings import load_settings
 
@@ -17,8 +19,11 @@ from tasks.settings import load_settings
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 def queue_command(as_json: bool) -> None:
     """Running and waiting batches per pool, by class and team, with their share and ETA."""
-    with cluster.open_store(load_settings()) as db:
+    settings = load_settings()
+    with cluster.open_store(settings) as db:
         view = read_queue(db)
+        # Workers that checked within two sweeps' worth of ARENA_LOST_WORKER_S (tasks/clock.py)
+        skewed = skewed_clocks(db, settings.clock_skew_warn_s, 2 * settings.lost_worker_s)
     if as_json:
         print_json(view.model_dump(mode="json"))
         return
@@ -26,6 +31,11 @@ def queue_command(as_json: bool) -> None:
         click.echo("no batch is running or waiting")
     for pool in view.pools:
         console.print(pool_table(pool))
+    for worker, skew in sorted(skewed.items()):
+        click.echo(
+            f"worker {worker}: clock {abs(skew):.1f}s {'ahead of' if skew > 0 else 'behind'} "
+            f"Redis's (over ARENA_CLOCK_SKEW_WARN_S={settings.clock_skew_warn_s:g}s)"
+        )
 
 
 def pool_table(pool: PoolQueue) -> Table:
