@@ -34,6 +34,7 @@ from functools import partial
 from tasks import liveness
 from tasks.execute import UnitRun
 from tasks.store import ChunkStart, GroupChange, Store
+from tasks.trusted_deaths import blamed_on_agent
 from tasks.workloads.base import Unit, UnitResult
 
 # A group's results wait at most this long after it opened: what a worker that dies loses (the
@@ -115,8 +116,9 @@ class Groups:
     def run(self, run: RunUnit, counted: Counted) -> None:
         try:
             while self.next < len(self.todo):
-                unit = self.todo[self.next]
-                done = run(unit, self.attempts[unit.id], self.record)
+                unit, attempts = self.todo[self.next], self.attempts[self.todo[self.next].id]
+                # A trusted agent that ended its worker in-process is blamed before it runs again.
+                done = blamed_on_agent(self.db, unit, attempts) or run(unit, attempts, self.record)
                 self.pending.append(done)
                 self.next += 1
                 counted(unit, done.result)

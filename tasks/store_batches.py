@@ -85,6 +85,7 @@ class BatchRecords(StoreBase):
             keys.units(batch_id),
             keys.errors(batch_id),
             keys.attempts(batch_id),
+            keys.in_process(batch_id),
             keys.logs(batch_id),
             keys.infra(batch_id),
             keys.plan(batch_id),

@@ -14,11 +14,15 @@ retries the unit, on a worker that has one).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
+import redis
+
+from tasks.keys import Keys
 from tasks.settings import ArenaSettings, current_settings, load_settings
 from tasks.workloads.base import Unit
+from tasks.workloads.llm_agents import cluster_redis
 from workers.agent_image import ImageAgent, image_agent
 from workers.fingerprint import FingerprintError
 from workers.images import image_to_run
@@ -52,6 +56,16 @@ def unit_cpu_s(settings: ArenaSettings, unit: Unit) -> float:
     return settings.agent_cpu_s or settings.agent_cpus * unit.time_limit_s
 
 
+def note_in_process(unit: Unit) -> None:
+    """On a worker: note in Redis that the unit's agent runs in this process, before it runs, so
+    that a worker it ends is blamed on it (tasks/trusted_deaths.py). Redis out of reach: nothing
+    is noted, and such a death stays the infrastructure error it was."""
+    cluster = cluster_redis.get()
+    if cluster is not None:
+        with suppress(redis.RedisError):
+            cluster.client.sadd(Keys(cluster.prefix).in_process(unit.batch_id), unit.id)
+
+
 @contextmanager
 def agent_for_unit(
     source: AgentSource, unit: Unit, step_timeout_s: float, in_process: Callable[[], Any]
@@ -60,6 +74,7 @@ def agent_for_unit(
     before the sandbox) if the operator trusts every agent, else AgentSandboxUnavailable."""
     settings = current_settings()
     if settings.trust_agents and refusal() is not None:
+        note_in_process(unit)
         yield in_process()
         return
     limits = agent_limits(settings).model_copy(update={"cpu_s": unit_cpu_s(settings, unit)})

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -60,6 +62,30 @@ class ProcessKiller(GreedyAgent):
 
 def process_killer() -> ProcessKiller:
     return ProcessKiller()
+
+
+class SelfSigkiller(GreedyAgent):
+    """Sends its own process SIGKILL (a worker's process, where trusted agents run unjailed)."""
+
+    def act(self, observation: dict[str, Any]) -> int:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return 0
+
+
+class Segfaulter(GreedyAgent):
+    """Reads address 0: the interpreter dies of SIGSEGV, as a broken C extension makes it."""
+
+    def act(self, observation: dict[str, Any]) -> int:
+        ctypes.string_at(0)
+        return 0
+
+
+def self_sigkiller() -> SelfSigkiller:
+    return SelfSigkiller()
+
+
+def segfaulter() -> Segfaulter:
+    return Segfaulter()
 
 
 # Alympics (game-theory benchmark) agents: a fault earns nothing, and a match set with more than
@@ -192,3 +218,19 @@ def swallowing_sleeper() -> SwallowingSleeper:
 def unloadable() -> GreedyAgent:
     """A factory that fails, as an agent whose own imports are missing does."""
     raise ImportError("this agent needs a package that is not installed")
+
+
+class KillsOnce(GreedyAgent):
+    """Ends its worker's process the first time any of its units runs (a flag file in
+    $ARENA_TEST_KILL_ONCE_DIR), then plays as GreedyAgent: a death by chance."""
+
+    def act(self, observation: dict[str, Any]) -> int:
+        flag = os.path.join(os.environ["ARENA_TEST_KILL_ONCE_DIR"], "killed")
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os._exit(1)
+        return super().act(observation)
+
+
+def kills_once() -> KillsOnce:
+    return KillsOnce()

@@ -14,7 +14,6 @@ from tasks.execute import execute_batch
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
 from tests.integration.conftest import ARENA, ROOT, arena, bandit_spec, wait_finished
-from tests.workers.jails import NO_BWRAP
 
 pytestmark = pytest.mark.integration
 
@@ -246,31 +245,6 @@ def test_arena_worker_consumes_only_its_queues(cluster_env, db, write_spec):
             stop(process)
     bad = arena("worker", "--queues", "tpu", env=cluster_env)
     assert bad.returncode == 2 and "--queues: unknown queue 'tpu'" in bad.stderr
-
-
-def test_an_agent_that_kills_its_worker_cannot_stall_the_batch(
-    cluster_env, db, workers, write_spec
-):
-    """A worker lost again and again is an infrastructure error (it may be the agent, it may be
-    the machine): the batch ends `incomplete` with the reason, writes no score, and a resubmission
-    tries those units again. The agent runs in the worker's own process here (no jail on this
-    worker, agents trusted); a sandboxed agent that ends its process is the agent's error
-    (tests/security/test_hostile_agents.py)."""
-    agents = ["ucb1", {"name": "killer", "entry_point": "tests.integration.agents:process_killer"}]
-    spec = bandit_spec(agents=agents, protocol={"episodes": 2, "seed": 4})
-    env = {**cluster_env, "ARENA_MAX_DELIVERIES": "2", "ARENA_TRUST_AGENTS": "true", **NO_BWRAP}
-    workers.start(env, concurrency=1)
-    batch_id = submit(cluster_env, write_spec, spec)
-    assert wait_finished(db, batch_id, timeout=120) == "incomplete"
-    info = db.batch(batch_id)
-    assert "4 units could not be run" in info.reason and "worker lost 2 times" in info.reason
-    results = db.unit_results(batch_id)
-    assert {r.status for r in results.values() if r.agent == "ucb1"} == {"ok"}
-    killed = [r for r in results.values() if r.agent == "killer"]
-    assert len(killed) == 4 and all(r.error_kind == "infrastructure" for r in killed)
-    assert db.leaderboard("it") == []  # never done with wrong numbers
-    again = arena("submit", str(write_spec(spec)), env=cluster_env)
-    assert again.returncode == 0 and "4 units enqueued, 4 reused" in again.stderr
 
 
 def test_two_protocols_submitted_back_to_back_cannot_share_a_board(cluster_env, db, write_spec):
