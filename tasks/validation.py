@@ -18,8 +18,13 @@ class SpecRefused(InputError):
 
 
 class RunFailed(RuntimeError):
-    """A run that could not be followed to its end (Redis lost for too long, the batch gone):
-    one line, exit status 1."""
+    """A run that could not be followed to its end (Redis refusing writes for too long, the
+    batch gone): one line, exit status 1."""
+
+
+class ClusterUnreachable(RunFailed):
+    """The cluster's Redis did not answer for ARENA_REDIS_RETRY_S: one line, exit status 3
+    (nothing wrong with the input; worth trying again once Redis is back)."""
 
 
 MAX_PROBLEMS = 10  # a list of a million bad values is still one readable line

@@ -27,7 +27,7 @@ from arena.service.scores import SCORERS, score
 from tasks.provenance import version_line
 from tasks.refusal import refused_writes
 from tasks.settings import load_settings
-from tasks.validation import InputError, RunFailed
+from tasks.validation import ClusterUnreachable, InputError, RunFailed
 
 # The rubric worked examples, shipped inside the package (scored by `arena demo`); the
 # repository's examples/scoring/ is a link to this folder.
@@ -40,7 +40,17 @@ def _print_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Every status a command ends with (docs/reliability.md, "Exit statuses"): a script retries 3.
+EXIT_STATUSES = (
+    "Exit statuses: 0 done; 1 failed (a unit's error, a batch failed or cancelled, Redis "
+    "refusing writes for too long); 2 bad input (nothing was stored: do not retry as is); 3 the "
+    "cluster's Redis could not be reached for ARENA_REDIS_RETRY_S (retry later); 130 "
+    "interrupted."
+)
+EXIT_UNREACHABLE = 3
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUSES)
 @click.option(
     "--version",
     is_flag=True,
@@ -178,8 +188,9 @@ cli.add_command(team_group)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: bad input ends with one line on stderr and exit status 2, never a traceback;
-    a command group given nothing to do prints its help."""
+    """Entry point: bad input ends with one line on stderr and exit status 2, a cluster whose
+    Redis cannot be reached with status 3 (EXIT_STATUSES), never a traceback; a command group
+    given nothing to do prints its help."""
     try:
         cli.main(args=argv, prog_name="arena", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -189,12 +200,15 @@ def main(argv: list[str] | None = None) -> None:
         message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
         click.echo(f"arena: error: {' '.join(message.split())}", err=True)
         sys.exit(2)
+    except ClusterUnreachable as exc:
+        click.echo(f"arena: {' '.join(str(exc).split())}", err=True)
+        sys.exit(EXIT_UNREACHABLE)
     except RunFailed as exc:
         click.echo(f"arena: {' '.join(str(exc).split())}", err=True)
         sys.exit(1)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError) as exc:  # gone mid-command, once reached
         click.echo(f"arena: lost Redis: {' '.join(str(exc).split())}", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_UNREACHABLE)
     except redis.ResponseError as exc:
         refused = refused_writes(exc)  # up, but out of memory, a replica, or its disk failing
         if refused is None:

@@ -16,7 +16,8 @@ import redis
 from arena.embedded.attach import attached, resume_orphan
 from arena.service.boards import Board, boards_made
 from arena.service.reports import Report, report_from_store, write_logs
-from arena.service.waiting import Watcher, wait
+from arena.service.waiting import Outage, SaidOnStderr, Watcher, wait
+from tasks.redact import redact_raw
 from tasks.settings import ArenaSettings, load_settings
 from tasks.store import BatchInfo, Store
 from tasks.validation import InputError
@@ -31,17 +32,27 @@ Beside = Callable[[ArenaSettings], AbstractContextManager[object]]
 Follow = Callable[["Submission"], AbstractContextManager[Watcher]]
 
 
-def connect(settings: ArenaSettings) -> Store:
-    """The store on settings.redis_url; InputError naming it when Redis does not answer."""
+def connect(settings: ArenaSettings, watcher: Watcher | None = None) -> Store:
+    """The store on settings.redis_url once Redis answers. One that does not is waited for,
+    as a connected wait does, up to ARENA_REDIS_RETRY_S (`watcher`, stderr by default, is told
+    in one line, and in one when it answers), then ClusterUnreachable; credentials Redis
+    refuses are a bad setting (InputError), never waited for."""
     from tasks.app import configure, store  # Celery (0.3 s) only when a command talks to Redis
 
     configure(settings)
     db = store(settings, retry_s=0)
-    try:
-        db.ping()
-    except (redis.ConnectionError, OSError) as exc:
-        raise InputError(f"cannot reach Redis at {settings.redis_url}: {exc}") from None
-    return db
+    where = redact_raw(settings.redis_url or "")
+    outage = Outage(settings.redis_retry_s, None, watcher or SaidOnStderr())
+    while True:
+        try:
+            db.ping()
+        except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
+            raise InputError(f"ARENA_REDIS_URL: Redis at {where} refused it: {exc}") from None
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            outage.lost(f"cannot reach Redis at {where} ({' '.join(str(exc).split())})")
+            continue
+        outage.back()
+        return db
 
 
 @contextmanager

@@ -4,6 +4,7 @@ lines worth saying."""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Protocol
 
@@ -14,7 +15,7 @@ from tasks.liveness import waiting_on_lost_workers
 from tasks.refusal import probe_writes, refused_writes
 from tasks.settings import ArenaSettings
 from tasks.store import FINISHED, BatchInfo, Store
-from tasks.validation import RunFailed
+from tasks.validation import ClusterUnreachable, RunFailed
 
 POLL_S = 0.2
 PROBE_S = 2.0  # how often a waiting client checks that Redis accepts writes
@@ -36,6 +37,15 @@ class Unwatched:
 
     def say(self, line: str) -> None:
         pass
+
+
+class SaidOnStderr(Unwatched):
+    """A wait with no progress to show (a command connecting, a training loop's callback):
+    its lines on stderr, where the CLI's own outage lines go."""
+
+    def say(self, line: str) -> None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def vanished(batch_id: str) -> RunFailed:
@@ -86,26 +96,33 @@ def wait(db: Store, batch_id: str, settings: ArenaSettings, watcher: Watcher) ->
 
 class Outage:
     """A client's view of a Redis outage: one line when it starts, one when it ends, and a
-    clear failure when it lasts too long."""
+    clear failure when it lasts too long: ClusterUnreachable (exit status 3) for a Redis that
+    does not answer, RunFailed for one that refuses writes. `batch_id`: the batch a wait
+    follows (None: a command connecting)."""
 
-    def __init__(self, limit_s: float, batch_id: str, watcher: Watcher) -> None:
+    def __init__(self, limit_s: float, batch_id: str | None, watcher: Watcher) -> None:
         self.limit_s, self.batch_id, self.watcher = limit_s, batch_id, watcher
         self.since: float | None = None
         self.refused = False  # Redis up but refusing writes (tasks/refusal.py), not gone
 
     def lost(self, why: str, refused: bool = False) -> None:
-        """`why`: "lost Redis (…)", or the refusal's line (tasks/refusal.py)."""
+        """`why`: "lost Redis (…)", "cannot reach Redis at …", or the refusal's line
+        (tasks/refusal.py)."""
         now = time.monotonic()
         if self.since is None:
             self.since, self.refused = now, refused
-            doing = "waiting" if refused else "reconnecting"
-            self.watcher.say(f"{why}; {doing} for up to {self.limit_s:g}s")
-        if now - self.since > self.limit_s:
-            raise RunFailed(
-                f"{why} for over {self.limit_s:g}s; the batch goes on where Redis is: arena "
-                f"status {self.batch_id}"
-            )
-        time.sleep(1.0)
+            if self.limit_s > 0:  # ARENA_REDIS_RETRY_S=0: no wait, so nothing to announce
+                doing = "reconnecting" if self.batch_id and not refused else "waiting"
+                self.watcher.say(f"{why}; {doing} for up to {self.limit_s:g}s")
+        if now - self.since >= self.limit_s:
+            raise self.gave_up(why)
+        time.sleep(min(1.0, self.since + self.limit_s - now))
+
+    def gave_up(self, why: str) -> RunFailed:
+        waited = f"{why} for {self.limit_s:g}s (ARENA_REDIS_RETRY_S)" if self.limit_s else why
+        if self.batch_id:
+            waited += f"; the batch goes on where Redis is: arena status {self.batch_id}"
+        return RunFailed(waited) if self.refused else ClusterUnreachable(waited)
 
     def back(self) -> None:
         if self.since is not None:

@@ -3,8 +3,8 @@ exit status 2 and one line `arena: error: ...`, never a traceback, a NaN or a no
 and a bad spec is refused before anything connects to Redis (nothing stored).
 
 Everything runs in-process (arena.cli.main.main) with ARENA_REDIS_URL pointing at a port where
-nothing listens, so a spec that is valid ends with "cannot reach Redis" (also exit 2) instead of
-work.
+nothing listens and no wait for it (ARENA_REDIS_RETRY_S=0), so a spec that is valid ends with
+"cannot reach Redis" (exit 3, the cluster unreachable: never 2, a bad spec) instead of work.
 """
 
 from __future__ import annotations
@@ -56,13 +56,19 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     cwd = os.getcwd()
     for name in saved:
         del os.environ[name]
-    os.environ.update({"ARENA_REDIS_URL": NO_REDIS, "ARENA_DATA_DIR": str(folder / "data")})
+    os.environ.update(
+        {
+            "ARENA_REDIS_URL": NO_REDIS,
+            "ARENA_DATA_DIR": str(folder / "data"),
+            "ARENA_REDIS_RETRY_S": "0",
+        }
+    )
     os.chdir(folder)
     try:
         yield folder
     finally:
         os.chdir(cwd)
-        for name in ("ARENA_REDIS_URL", "ARENA_DATA_DIR"):
+        for name in ("ARENA_REDIS_URL", "ARENA_DATA_DIR", "ARENA_REDIS_RETRY_S"):
             os.environ.pop(name, None)
         os.environ.update(saved)
     assert not (folder / "data").exists()  # nothing was stored, nothing started
@@ -94,6 +100,15 @@ def refused(result: tuple[int, str, str], *needles: str, spec: bool = True) -> s
     return lines[0]
 
 
+def reached_redis(result: tuple[int, str, str]) -> str:
+    """A valid spec: exit 3 (the cluster unreachable), one line, no traceback."""
+    code, out, err = result
+    assert code == 3 and "Traceback" not in err + out, (code, out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and UNREACHABLE in lines[0], err
+    return lines[0]
+
+
 def write(folder: Path, name: str, data: bytes | str) -> str:
     path = folder / name
     path.write_bytes(data.encode() if isinstance(data, str) else data)
@@ -109,10 +124,7 @@ def deep_list(depth: int) -> str:
 
 def test_a_valid_spec_gets_as_far_as_redis(scratch: Path):
     for name, spec in SPECS.items():
-        line = refused(
-            arena("run", write(scratch, f"{name}.yaml", yaml.safe_dump(spec))), spec=False
-        )
-        assert UNREACHABLE in line
+        reached_redis(arena("run", write(scratch, f"{name}.yaml", yaml.safe_dump(spec))))
 
 
 @pytest.mark.parametrize("depth", [40, 300, 900, 3_000, 100_000])
@@ -228,8 +240,7 @@ def test_the_aliases_pyyaml_writes_for_shared_values_still_load(scratch: Path):
     spec = {**SPECS["bandit"], "items": [{"name": "a", "arms": arms}, {"name": "b", "arms": arms}]}
     text = yaml.safe_dump(spec)
     assert "&id001" in text and "*id001" in text
-    line = refused(arena("run", write(scratch, "shared.yaml", text)), spec=False)
-    assert UNREACHABLE in line
+    reached_redis(arena("run", write(scratch, "shared.yaml", text)))
 
 
 def test_a_spec_too_large_is_refused_before_it_is_parsed(scratch: Path):

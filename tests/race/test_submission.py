@@ -3,7 +3,7 @@
 
 Real git repositories in temporary folders; the CLI runs in-process (arena.cli.main.main) with
 Redis pointing where nothing listens, so a spec that passes validation ends "cannot reach Redis"
-(exit 2 too) and one refused before it ends with its own line: nothing stored, nothing started
+(exit 3, no wait) and one refused before it ends with its own line: nothing stored, nothing started
 (the data folder stays unborn). The API's refusal is checked on a real Redis, byte for byte.
 """
 
@@ -52,6 +52,7 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for name in [n for n in os.environ if n.startswith("ARENA_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("ARENA_REDIS_URL", NO_REDIS)
+    monkeypatch.setenv("ARENA_REDIS_RETRY_S", "0")  # valid: exit 3 at once, no wait
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
     make_repo(tmp_path / "project" / "repo")
     (tmp_path / "project" / "specs").mkdir()
@@ -80,9 +81,9 @@ def spec_file(place: Path, spec: dict[str, Any]) -> str:
 
 
 def accepted(*argv: str) -> None:
-    """Valid: it got as far as connecting to Redis."""
+    """Valid: it got as far as connecting to Redis (exit 3: the cluster unreachable)."""
     code, out, err = arena(*argv)
-    assert code == 2 and UNREACHABLE in err, (code, out, err)
+    assert code == 3 and UNREACHABLE in err, (code, out, err)
 
 
 def refused(*argv: str) -> str:

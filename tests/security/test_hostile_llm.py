@@ -68,6 +68,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     policy the default (OPENAI_API_KEY=api.openai.com), the key set; the data folder must stay
     unborn."""
     monkeypatch.setenv("ARENA_REDIS_URL", NO_REDIS)
+    monkeypatch.setenv("ARENA_REDIS_RETRY_S", "0")  # a spec that passes: exit 3 at once
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("ARENA_LLM_KEY_HOSTS", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-operators-own-" + secrets.token_hex(16))

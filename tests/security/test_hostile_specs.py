@@ -149,8 +149,10 @@ def refused_over_http(client: TestClient, db: Store, spec: Any) -> str:
 
 @pytest.fixture
 def cli(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The CLI pointed at a Redis where nothing listens; its data folder must stay unborn."""
+    """The CLI pointed at a Redis where nothing listens (and no wait for it); its data folder
+    must stay unborn."""
     monkeypatch.setenv("ARENA_REDIS_URL", NO_REDIS)
+    monkeypatch.setenv("ARENA_REDIS_RETRY_S", "0")  # a spec that passes: exit 3 at once
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
     yield tmp_path
@@ -311,7 +313,7 @@ def test_the_operators_cli_names_any_local_repository_while_no_roots_are_set(
     monkeypatch.setenv("ARENA_REPO_ROOTS", "")
     monkeypatch.chdir(world.outside)
     code, _, err = arena("race", "run", "--repo", ".", "--task", "t", "--agent", "a=feat")
-    assert code == 2 and UNREACHABLE in err, err
+    assert code == 3 and UNREACHABLE in err, err
     lines = {p: refused_by_cli("run", spec_file(cli, race(p))) for p in ("/etc", "/nope")}
     assert len({without(line, p) for p, line in lines.items()}) == 1, lines
     # Roots set bind the operator too; a relative path is still theirs to give.
@@ -321,7 +323,7 @@ def test_the_operators_cli_names_any_local_repository_while_no_roots_are_set(
     ).startswith("repo: ")
     monkeypatch.chdir(world.repo)
     code, _, err = arena("race", "run", "--repo", ".", "--task", "t", "--agent", "a=feat")
-    assert code == 2 and UNREACHABLE in err, err
+    assert code == 3 and UNREACHABLE in err, err
 
 
 # -- arena beat: schedules are validated as schedules ------------------------------------------

@@ -115,6 +115,7 @@ def test_the_cli_refuses_a_count_over_its_ceiling_in_one_line(
     case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ARENA_REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    monkeypatch.setenv("ARENA_REDIS_RETRY_S", "0")  # nor is it waited for
     monkeypatch.setenv("ARENA_DATA_DIR", str(tmp_path / "data"))
     spec, needles = OVER[case]
     path = tmp_path / "spec.json"
