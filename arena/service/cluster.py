@@ -47,7 +47,9 @@ def connect(settings: ArenaSettings, watcher: Watcher | None = None) -> Store:
         try:
             db.ping()
         except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
-            raise InputError(f"ARENA_REDIS_URL: Redis at {where} refused it: {exc}") from None
+            raise InputError(
+                f"ARENA_REDIS_URL: Redis at {where} refused its credentials: {exc}"
+            ) from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             outage.lost(f"cannot reach Redis at {where} ({' '.join(str(exc).split())})")
             continue

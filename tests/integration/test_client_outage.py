@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from arena.embedded import redis_server_binary, stop
 from tasks.store import Store
 from tests.integration.conftest import (
     ARENA,
@@ -181,3 +182,36 @@ def test_bad_input_during_an_outage_is_still_exit_status_2_at_once(tmp_path: Pat
         assert code == 2 and len(lines) == 1 and lines[0].startswith("arena: error: "), err
         assert UNREACHABLE not in err and "waiting" not in err, err
     assert time.monotonic() - started < 30  # three starts of the CLI, none waiting 300 s
+
+
+def listening(port: int) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on {port}"
+            time.sleep(0.05)
+
+
+def test_credentials_redis_refuses_are_bad_input_not_an_outage(tmp_path: Path):
+    """A real Redis with a password, asked with the wrong one (and with none): a bad setting,
+    exit 2 at once naming ARENA_REDIS_URL (password hidden), never waited for as an outage."""
+    port = free_port()
+    argv = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    server = subprocess.Popen(
+        [*argv, "--requirepass", "s3cret", "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        listening(port)
+        for userinfo in (":wrong@", ""):
+            env = env_for(f"redis://{userinfo}127.0.0.1:{port}/0", tmp_path)
+            code, _, err = Client(tmp_path, "batches", env, "batches").end(timeout=30)
+            lines = err.strip().splitlines()
+            assert code == 2 and len(lines) == 1, (code, err)
+            assert lines[0].startswith("arena: error: ARENA_REDIS_URL: "), err
+            assert "refused its credentials" in lines[0] and "wrong" not in lines[0], err
+    finally:
+        stop(server)
