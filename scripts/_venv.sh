@@ -5,7 +5,32 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 PY=${PYTHON:-python3}
 
+runs_as_nobody() {  # uid 65534 starts this interpreter as root does: the same build and library
+    local probe='import sys; print(sys.version, sys.base_prefix)' as_root
+    as_root=$("$1" -c "$probe" 2>/dev/null) || return 1
+    [ "$(cd / && setpriv --reuid 65534 --regid 65534 --clear-groups "$1" -c "$probe" 2>/dev/null)" = "$as_root" ]
+}
+
+readable_python() {
+    # As root, a venv from an interpreter other users cannot read (pyenv's, under /root, mode
+    # 0700) cannot run the security tests' workers as uid 65534 (tests/security/cluster.py):
+    # use one any user can run (the system's), unless PYTHON names the interpreter.
+    [ "$(id -u)" = 0 ] && [ -z "${PYTHON:-}" ] && command -v setpriv >/dev/null || return 0
+    runs_as_nobody "$PY" && return 0
+    local other
+    for other in /usr/bin/python3 /usr/local/bin/python3; do
+        if [ -x "$other" ] && "$other" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+            && runs_as_nobody "$other"; then
+            echo "arena: other users cannot run $PY; making $VENV from $other" >&2
+            PY=$other
+            return 0
+        fi
+    done
+    echo "arena: other users cannot run $PY: the security tests' workers will run as root" >&2
+}
+
 make_venv() {
+    readable_python
     if "$PY" -m venv "$VENV" 2>/dev/null; then return 0; fi
     rm -rf "$VENV"
     # Debian/Ubuntu split venv out of python3; install it when we can, else use virtualenv from pip.

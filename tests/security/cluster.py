@@ -19,11 +19,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from arena.embedded import stop, worker_command
 from tasks.store import Store
@@ -44,7 +47,7 @@ class SecureCluster:
     folder: Path  # world-readable, the workers' own: agents, checkpoints, data
     data_dir: Path
     pool: subprocess.Popen[bytes]
-    unprivileged: bool  # the workers run as uid 65534
+    unprivileged: bool  # the workers are not root (uid 65534 when the tests run as root)
 
     def submit(self, spec: dict[str, Any], *args: str) -> str:
         path = self.folder / f"spec-{secrets.token_hex(4)}.json"
@@ -116,10 +119,10 @@ def secure_cluster(
                 "PYTHONPATH": os.pathsep.join([*(str(p) for p in paths), str(ROOT)]),
             }
             env |= extra_env or {}
-            unprivileged = _can_run_as_nobody()
+            unprivileged = _unprivileged()
             prefix = (
                 ["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
-                if unprivileged
+                if unprivileged and os.getuid() == 0
                 else []
             )
             hostname = f"secure-{os.getpid()}-{secrets.token_hex(3)}@%h"
@@ -144,29 +147,56 @@ def secure_cluster(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _can_run_as_nobody() -> bool:
-    """Root, and an interpreter uid 65534 may run (a venv whose Python lives under /root, mode
-    0700, is not one: then the workers run as the tests do, and the test says which)."""
-    if os.getuid() != 0 or shutil.which("setpriv") is None:
-        return False
+def _why_not_nobody() -> str | None:
+    """For a root run: None when uid 65534 can run this interpreter with the checkout on its
+    path, else why not. A venv whose Python lives under /root (mode 0700, as pyenv puts it) is
+    the usual reason: scripts/_venv.sh makes its venv from an interpreter any user can run."""
+    if shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is not installed"
+    drop = ["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
     probe = subprocess.run(
-        [
-            "setpriv",
-            "--reuid",
-            str(NOBODY),
-            "--regid",
-            str(NOBODY),
-            "--clear-groups",
-            sys.executable,
-            "-c",
-            "import sys, celery; print(sys.version)",
-        ],
+        [*drop, sys.executable, "-c", "import sys, celery, tasks.units; print(sys.version)"],
         capture_output=True,
         text=True,
         check=False,
         cwd="/",
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    return probe.returncode == 0 and probe.stdout.strip() == sys.version
+    if probe.returncode == 0 and probe.stdout.strip() == sys.version:
+        return None
+    closed = _closed_folder(Path(sys.executable).resolve(), ROOT, Path(sys.prefix))
+    where = (
+        f"{closed} (mode {closed.stat().st_mode & 0o777:04o}) is closed to other users; "
+        if closed
+        else ""
+    )
+    error = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"uid {NOBODY} cannot run {sys.executable}: {where}{error}"
+
+
+def _closed_folder(*paths: Path) -> Path | None:
+    """The first folder on the way to `paths` that others may not enter."""
+    for path in paths:
+        for folder in reversed(path.parents):
+            if not folder.stat().st_mode & 0o001:
+                return folder
+    return None
+
+
+def _unprivileged() -> bool:
+    """Whether the workers can run as uid 65534 here. Under CI (CI=true) a root run that cannot
+    drop to it fails: the security tests would otherwise attack a root worker and pass."""
+    if os.getuid() != 0:
+        return True  # the tests' own user, unprivileged already
+    why = _why_not_nobody()
+    if why is None:
+        return True
+    message = f"secure_cluster: the workers run as root: {why}"
+    if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
+        fix = "as root, `rm -rf .venv` and run scripts/test: scripts/_venv.sh makes a new one"
+        pytest.fail(f"{message}. Required under CI; {fix} from an interpreter others can run")
+    warnings.warn(message, stacklevel=3)
+    return False
 
 
 def _wait_for_workers(pool: subprocess.Popen[bytes], concurrency: int) -> None:
