@@ -292,3 +292,25 @@ def test_a_one_unit_chunk_writes_as_before_groups(db: Store, url: str, tmp_path:
     assert stored == set(ids(0)) and attempts == {ids(0)[0]: 3} and not open_group
     calls = {k: v["calls"] for k, v in db.r.info("commandstats").items()}
     assert calls["cmdstat_exec"] == 1  # the third delivery's one write stored its result
+
+
+def test_a_late_duplicate_cannot_change_a_stored_result_or_an_ended_batch(db: Store):
+    """A unit run twice (its message restored while its first worker still ran it) stores a
+    second result. Before (c3f317a) it overwrote the first, also after the batch was `done`
+    (the issue's probe: a stored result rewritten 14 s after the end). Now the first result
+    stands; an infrastructure error gives way (a resubmission retries exactly those units);
+    once the batch ended nothing lands (tasks/lua/store_results.lua)."""
+    first, second, third = units(3)
+    db.save_units(BATCH, [(unit_result(first, 1.0, status="ok"), "first run")])
+    db.save_units(BATCH, [(error_result(first, "late duplicate"), "second run")])
+    assert db.unit_results(BATCH)[first.id].duration_s == 1.0
+    assert db.unit_log(BATCH, first.id) == "first run" and not db.r.scard(db.k_errors(BATCH))
+    db.save_unit(BATCH, error_result(second, "unit lost", kind="infrastructure"))
+    db.save_units(BATCH, [(unit_result(second, 2.0, status="ok"), "")])  # the retry lands
+    assert db.unit_results(BATCH)[second.id].status == "ok"
+    assert not db.r.scard(db.k_infra(BATCH)) and not db.r.scard(db.k_errors(BATCH))
+    db.set_status(BATCH, "done")
+    ended = db.r.hgetall(db.k_units(BATCH))
+    reply = db.save_units(BATCH, [(unit_result(third, 3.0, status="ok"), "after the end")])
+    assert db.r.hgetall(db.k_units(BATCH)) == ended and db.unit_log(BATCH, third.id) is None
+    assert reply.status == "done"
