@@ -13,7 +13,9 @@ from __future__ import annotations
 import pytest
 
 from tasks.execute import execute_batch
+from tasks.trusted_deaths import blamed_on_agent
 from tasks.workloads import validate_batch
+from tasks.workloads.base import Unit
 from tests.integration.conftest import arena, bandit_spec, wait_finished
 from tests.workers.jails import NO_BWRAP, no_jail_here
 
@@ -75,3 +77,29 @@ def _alone(monkeypatch: pytest.MonkeyPatch, items: list[dict]) -> dict[str, tupl
     return {
         r.unit_id.split(":", 1)[1]: (r.result["mean_reward"], r.result["regret"]) for r in results
     }
+
+
+def test_only_a_noted_unit_is_blamed_and_a_resubmission_forgets_the_note(db):
+    """The rule on a real Redis: no note (a sandboxed agent, a built-in), no blame; a noted unit
+    is forgiven its first death and blamed for its second; a retried unit starts unnoted."""
+    unit = Unit(
+        id="b1:bad:easy:0",
+        batch_id="b1",
+        workload="bandit",
+        agent="bad",
+        item="easy",
+        episode=0,
+        env_seed=1,
+        agent_seed=2,
+        time_limit_s=60,
+        payload={},
+    )
+    assert blamed_on_agent(db, unit, attempts=3) is None  # two deaths, never noted
+    db.r.sadd(db.keys.in_process("b1"), unit.id)
+    assert blamed_on_agent(db, unit, attempts=1) is None  # its first run
+    assert blamed_on_agent(db, unit, attempts=2) is None  # one death: forgiven
+    blamed = blamed_on_agent(db, unit, attempts=3)
+    assert blamed is not None and blamed.result.error_kind == "agent"
+    assert blamed.result.reason.startswith("AgentProcessDied: the worker process died 2 times")
+    db.reset_attempts("b1", [unit.id])  # a resubmission retrying it
+    assert blamed_on_agent(db, unit, attempts=3) is None
