@@ -13,6 +13,8 @@ from typing import Any
 from tasks import broker
 from tasks.store_base import StoreBase
 
+DAY_S = 86_400.0
+
 
 @cache
 def lua(name: str) -> str:
@@ -93,8 +95,13 @@ class InFlight(StoreBase):
 
     # -- worker clocks (tasks/clock.py): shown, never judged ------------------------------------
     def note_clock(self, host: str, skew_s: float, redis_now: float) -> None:
-        """Worker `host`'s clock is `skew_s` off Redis's (+ ahead), as read at `redis_now`."""
-        self.r.hset(self.keys.clocks(), host, json.dumps([round(skew_s, 3), redis_now]))
+        """Worker `host`'s clock is `skew_s` off Redis's (+ ahead), as read at `redis_now`;
+        workers silent for a day (stopped, or restarted under a new pid) are dropped."""
+        key = self.keys.clocks()
+        self.r.hset(key, host, json.dumps([round(skew_s, 3), redis_now]))
+        stale = [h for h, v in self.r.hgetall(key).items() if redis_now - json.loads(v)[1] > DAY_S]
+        if stale:
+            self.r.hdel(key, *stale)
 
     def worker_clocks(self, fresh_s: float) -> dict[str, float]:
         """Host -> skew (s) of each worker host that checked within `fresh_s` (Redis's clock)."""
