@@ -91,6 +91,18 @@ def check_url(url: str) -> None:
         raise ValueError(f"not a Redis URL ({exc})") from None
 
 
+class SentinelConnection(redis.sentinel.SentinelManagedConnection):
+    """Asks the Sentinels where the primary is whenever it connects again. redis-py (7.4)
+    reconnects a dropped connection inside a command's retry to the address it had
+    (send_packed_command -> connect_check_health): after a failover such a command knocks at
+    the dead primary for as long as it retries (tests/integration/test_failover.py)."""
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not self._sock:
+            self.connect()  # type: ignore[no-untyped-call]
+        super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
+
+
 class WaitingPipeline(Pipeline):
     """A transaction followed by WAIT on its own connection (WAIT counts that client's writes)."""
 
@@ -133,7 +145,11 @@ def client(url: str, master: str, wait: WaitRule = NO_WAIT, **kwargs: Any) -> re
             address.sentinels, sentinel_kwargs=_sentinel_kwargs(address, kwargs)
         )
         made: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-            master, redis_class=WaitingRedis, **_primary_kwargs(address), **kwargs
+            master,
+            redis_class=WaitingRedis,
+            connection_class=SentinelConnection,
+            **_primary_kwargs(address),
+            **kwargs,
         )
     else:
         made = WaitingRedis.from_url(url, **kwargs)

@@ -28,11 +28,13 @@ from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
 from arena.embedded import redis_server_binary
+from tasks.execute import execute_batch
 from tasks.redis_url import client as redis_client
 from tasks.store import Store
+from tasks.workloads import get_workload, validate_batch
 from tests.integration.conftest import ROOT, WorkerPools, wait_finished
-from tests.integration.test_cluster import cluster_leaderboard, in_process_leaderboard, submit
-from tests.integration.test_faults import QUICK_LIVENESS, slow_spec, undisturbed, wait_stored
+from tests.integration.test_cluster import cluster_leaderboard, submit
+from tests.integration.test_faults import QUICK_LIVENESS, slow_spec, wait_stored
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -78,8 +80,8 @@ class Replicated:
                 f"port {port}\nbind 127.0.0.1\ndir {self.folder}\nrequirepass {PASSWORD}\n"
                 f"sentinel monitor {MASTER} 127.0.0.1 {self.primary} 2\n"
                 f"sentinel auth-pass {MASTER} {PASSWORD}\n"
-                f"sentinel down-after-milliseconds {MASTER} 1000\n"
-                f"sentinel failover-timeout {MASTER} 4000\n"
+                f"sentinel down-after-milliseconds {MASTER} 2000\n"
+                f"sentinel failover-timeout {MASTER} 6000\n"
             )
             self._start(port, [binary, str(conf), "--sentinel"])
         self._wait_watched()
@@ -123,17 +125,21 @@ class Replicated:
 
 
 def assert_unit_by_unit_undisturbed(db: Store, batch_id: str, spec: dict) -> None:
-    """Every unit stored once with the undisturbed run's result; the board the same, with one
-    history point per agent. Unit ids are compared without their batch id: that covers the
-    code's fingerprint, which the submitting `arena` took from the files on disk then."""
+    """Every unit stored once with the undisturbed run's result (this process, no Celery), the
+    board its reduction, one history point per agent. Unit ids are compared without their
+    batch id: that covers the code's fingerprint, taken from the files on disk by `arena`."""
+    batch = validate_batch(spec)
+    results = execute_batch(batch)
+    expected = {r.unit_id.split(":", 1)[1]: (r.status, r.result) for r in results}
     stored = {
-        unit_id.split(":", 1)[1]: (r.status, json.dumps(r.result, sort_keys=True))
+        unit_id.split(":", 1)[1]: (r.status, r.result)
         for unit_id, r in db.unit_results(batch_id).items()
     }
-    expected = {u.split(":", 1)[1]: v for u, v in undisturbed(json.dumps(spec)).items()}
-    assert stored == expected
-    assert cluster_leaderboard(db, "it") == in_process_leaderboard(spec)
-    for agent in in_process_leaderboard(spec):
+    assert json.loads(json.dumps(stored)) == json.loads(json.dumps(expected))  # as stored
+    entries = get_workload("bandit").reduce(batch, results).entries
+    board = json.loads(json.dumps({e.agent: e.stats for e in entries}))
+    assert cluster_leaderboard(db, "it") == board
+    for agent in board:
         assert len(db.history("it", agent)) == 1
 
 
@@ -178,6 +184,7 @@ def test_the_primary_killed_mid_batch_fails_over(
     replicated.kill_primary()
     killed = time.monotonic()
     assert wait_finished(db, batch_id, timeout=120) == "done", workers.log_tail()
+    ended = time.monotonic() - killed
     assert replicated.primary_port() in replicated.replicas
     assert_unit_by_unit_undisturbed(db, batch_id, spec)
-    print(f"FAILOVER wait={wait_replicas}: done {time.monotonic() - killed:.1f}s after the kill")
+    print(f"FAILOVER wait={wait_replicas}: done {ended:.1f}s after the kill")
