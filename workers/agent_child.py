@@ -75,8 +75,29 @@ class Server:
     def __init__(self, shm: mmap.mmap | None) -> None:
         self.agent: Any = None
         self.history = History()
+        # A block of episodes played together (workers/games/lockstep.py): an instance of the
+        # agent per episode slot, slot 0 the one `make` made, each with its observations.
+        self.slots: list[Any] = []
+        self.histories: list[History] = []
+        self.played: list[bool] = []  # whether the slot's agent has had an episode
+        self.made: dict[str, Any] = {}
         self.shm = shm
         self._arrays: dict[tuple[Any, ...], Any] = {}
+
+    def slot_call(self, op: str, slot: int, argument: Any) -> Any:
+        """One call of a `many` request: `reset` or `act` of the agent in `slot`."""
+        if op == "reset":  # every episode's agent is new: made by the factory, then reset
+            if self.played[slot]:
+                self.slots[slot] = None  # gone before the next is made
+                self.slots[slot] = make(self.made)
+            self.played[slot] = True
+            self.slots[slot].reset(**argument)
+            return None
+        agent = self.slots[slot]
+        if op == "act":
+            kind, payload = argument
+            return agent.act(self.histories[slot].observation(kind, payload))
+        raise ValueError(f"unknown request {op!r}")
 
     def handle(self, op: str, argument: Any) -> Any:
         if op == "act":
@@ -91,8 +112,15 @@ class Server:
             return None
         if op == "make":
             self.agent = None  # the last unit's agent is gone before the next is made
+            self.slots, self.histories = [], []
             self.history = History()
             self.agent = make(argument)
+            if "slots" in argument:  # more instances, by the factory that made the agent
+                self.made = dict(argument)
+                more = (make(argument) for _ in range(int(argument["slots"]) - 1))
+                self.slots = [self.agent, *more]
+                self.histories = [History() for _ in self.slots]
+                self.played = [False for _ in self.slots]
             label = getattr(self.agent, "label", None)
             # Only a checkpoint's loader says where it runs (an entry point's attribute is its own).
             runtime = getattr(self.agent, "runtime", None) if "sb3" in argument else None
@@ -132,23 +160,44 @@ def send(sock: socket.socket, answer: dict[str, Any]) -> None:
 
 
 def serve(sock: socket.socket, server: Server, spin_s: float, first: Any = None) -> None:
-    """Answer requests (`first`, then what comes on the socket) until the worker closes it."""
+    """Answer requests (`first`, then what comes on the socket) until the worker closes it. A
+    `many` request is several episodes' calls, each answered as soon as it is made (the worker
+    times each answer from the one before)."""
     buffer, pacer = bytearray(), Pacer(spin_s)
     while (request := first or receive_request(sock, buffer, pacer)) is not None:
         op, argument = request
         first = None
-        try:
-            answer = {"ok": server.handle(op, argument)}
-        except MemoryError as exc:
-            answer = {"memory": _reason(exc)}
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            send(sock, {"exit": [code, _reason(exc)]})
-            _exit(code)
-        except BaseException as exc:  # the agent's exception, whatever it is: the worker's fault
-            answer = {"raised": [type(exc).__name__, str(exc)[:MAX_REASON]]}
-        send(sock, answer)
+        if op == "many":
+            answer_many(sock, server, argument)
+        else:
+            send(sock, _answered(sock, bytearray(), server.handle, op, argument))
         pacer.sent()
+
+
+def answer_many(sock: socket.socket, server: Server, calls: list[Any]) -> None:
+    """Each call's answer, sent as soon as it is made: the worker times each from the one
+    before, and an agent that ends its process mid-round has had every answer it made before
+    delivered (the same moves fault whatever the timing)."""
+    for call, slot, value in calls:
+        send(sock, _answered(sock, bytearray(), server.slot_call, call, slot, value))
+
+
+def _answered(
+    sock: socket.socket, waiting: bytearray, call: Any, *arguments: Any
+) -> dict[str, Any]:
+    """`call`'s answer: its value, or what it raised. A SystemExit ends the process, once the
+    answers `waiting` to be sent and the reason have gone."""
+    try:
+        return {"ok": call(*arguments)}
+    except MemoryError as exc:
+        return {"memory": _reason(exc)}
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        sock.sendall(bytes(waiting) + encode_answer({"exit": [code, _reason(exc)]}))
+        _exit(code)
+        raise  # not reached: _exit ends the process
+    except BaseException as exc:  # the agent's exception, whatever it is: the worker's fault
+        return {"raised": [type(exc).__name__, str(exc)[:MAX_REASON]]}
 
 
 def _reason(exc: BaseException) -> str:

@@ -46,12 +46,18 @@ def load_entry_point(spec: str, expected: AgentFingerprint | None = None) -> Any
 
     With `expected` (the fingerprint taken at submission) a source agent whose files differ here
     raises AgentChanged: results of other code are never stored under the batch's identity."""
+    return entry_point_factory(spec, expected)()
+
+
+def entry_point_factory(spec: str, expected: AgentFingerprint | None = None) -> Any:
+    """The factory of `package.module:factory`, imported as load_entry_point does (checked
+    against `expected` once), for an agent made more than once (an instance per episode slot:
+    workers/games/lockstep.py)."""
     module_name, attribute = spec.split(":")
     digest = source_digest(spec, expected)
     if digest is not None:
         _refresh(module_name.split(".")[0], digest)
-    factory = getattr(importlib.import_module(module_name), attribute)
-    return factory()
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 def source_digest(spec: str, expected: AgentFingerprint | None = None) -> str | None:

@@ -7,18 +7,18 @@ import hashlib
 import json
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from functools import partial
-from typing import Annotated, Any, cast
+from collections.abc import Sequence
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from scoring.alympics import GAMES, GameName, format_breakdown
 from scoring.alympics_benchmark import MatchMeasures, score_benchmark
 from tasks.repo_policy import Asker
 from tasks.spec import Name, Protocol, SpecModel, derive_seed
 from tasks.validation import InputError
+from tasks.workloads.alympics_agent import AlympicsAgent
+from tasks.workloads.alympics_play import play_match_set
 from tasks.workloads.alympics_suites import load_suite
 from tasks.workloads.base import (
     Column,
@@ -32,65 +32,22 @@ from tasks.workloads.base import (
     Workload,
 )
 from tasks.workloads.llm_agents import (
-    BudgetSpent,
-    ReplayIncomplete,
     admit_endpoints,
     check_key_policy,
-    llm_agent_for_unit,
     usage_totals,
 )
 from tasks.workloads.untrusted import (
-    IMAGE_REF,
-    AgentSource,
-    agent_for_unit,
-    image_agent_for_unit,
     refuse_at_submission,
 )
-from workers.agents import ENTRY_POINT, load_entry_point
 from workers.fingerprint import AgentFingerprint
 from workers.games import (
     BASELINES,
-    BUILTIN,
     ForfeitWatch,
     game_measures,
-    opponent_lineup,
-    play_episode,
 )
 from workers.games import GAMES as GAME_CLASSES
-from workers.games.base import Strategy
-from workers.http_agent import HttpAgent
 from workers.images import image_fingerprint
-from workers.llm.agent import LlmAgent, LlmUsage, ReplayMiss, SpendingStopped
 from workers.llm.config import LlmConfig
-
-
-class AlympicsAgent(SpecModel):
-    """`builtin`, a Python entry point, an HTTP endpoint (any language), a Docker image serving
-    the agent contract on a unix socket (docs/agents.md), or a model behind a chat-completions
-    endpoint (`llm`, docs/alympics.md)."""
-
-    name: Name
-    entry_point: Annotated[str, Field(pattern=ENTRY_POINT.pattern)] | None = None
-    url: Annotated[str, Field(pattern=r"^https?://")] | None = None
-    image: Annotated[str, Field(pattern=IMAGE_REF)] | None = None
-    llm: LlmConfig | None = None
-    # Per move, for the agents Arena waits on: HTTP, image and (sandboxed) entry-point agents.
-    timeout_s: Annotated[float, Field(gt=0, le=600)] = 10.0
-    # Identifies the agent's code when its files cannot (an HTTP agent) or should not be hashed.
-    version: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> AlympicsAgent:
-        kinds = (self.entry_point, self.url, self.image, self.llm)
-        if sum(k is not None for k in kinds) > 1:
-            raise ValueError("give one of entry_point, url, image or llm")
-        if all(k is None for k in kinds) and self.name != "builtin":
-            raise ValueError(
-                f"unknown built-in agent {self.name!r} (built-in: builtin; or give "
-                "entry_point: package.module:factory, url: http://..., image: name:tag, or "
-                "llm: {base_url: ..., model: ...})"
-            )
-        return self
 
 
 class AlympicsGame(SpecModel):
@@ -101,48 +58,6 @@ class AlympicsParams(SpecModel):
     suite: Name = "alympics_lite"
     # Overrides every game's episodes (bounded: a typo must not queue a week of work).
     episodes: Annotated[int, Field(ge=1, le=100_000)] | None = None
-
-
-@contextmanager
-def open_strategy(agent: AlympicsAgent, game: str, unit: Unit) -> Iterator[Strategy]:
-    """The unit's strategy for the agent: an entry point in the agent sandbox (in the worker
-    when agents are trusted); an HTTP client, a sandboxed agent's process or an image's
-    container lives exactly as long as the block. Faults of a sandboxed agent are moves as any
-    other's: its process dead, every move it has left faults."""
-    if agent.llm is not None:
-        with llm_agent_for_unit(agent.llm, unit) as model:
-            yield model
-        return
-    if agent.image:
-        with image_agent_for_unit(agent.image, unit, agent.timeout_s) as image:
-            yield cast(Strategy, image)  # reset is called with keywords (games/episode.py)
-        return
-    if agent.entry_point:
-        source = AgentSource(entry_point=agent.entry_point)
-
-        def in_process() -> Strategy:
-            return make_strategy(agent, game, unit.agent_fingerprint)
-
-        with agent_for_unit(source, unit, agent.timeout_s, in_process) as sandboxed:
-            yield cast(Strategy, sandboxed)
-        return
-    strategy = make_strategy(agent, game, unit.agent_fingerprint)
-    try:
-        yield strategy
-    finally:
-        if isinstance(strategy, HttpAgent):
-            strategy.close()
-
-
-def make_strategy(
-    agent: AlympicsAgent, game: str, fingerprint: AgentFingerprint | None = None
-) -> Strategy:
-    if agent.url:
-        return HttpAgent(agent.url, agent.timeout_s)
-    if agent.entry_point:
-        strategy: Strategy = load_entry_point(agent.entry_point, fingerprint)
-        return strategy
-    return BUILTIN[game]()
 
 
 class AlympicsWorkload(Workload):
@@ -259,23 +174,7 @@ class AlympicsWorkload(Workload):
         p = unit.payload
         game_class = GAME_CLASSES[p["game"]]
         watch = ForfeitWatch(moves=p["rounds"] * p["episodes"], player=0)
-        records = []
-        with open_strategy(AlympicsAgent.model_validate(p["agent"]), p["game"], unit) as agent:
-            usage = agent.usage if isinstance(agent, LlmAgent) else None
-            try:
-                for episode in range(p["episodes"]):
-                    game = game_class(p["rounds"])
-                    players = [agent, *opponent_lineup(p["game"], p["opponent"])]
-                    seed = derive_seed(unit.env_seed, episode)
-                    on_fault = partial(watch.fault, episode)
-                    records.append(play_episode(game, players, seed, on_fault=on_fault))
-            except ReplayMiss as miss:
-                raise ReplayIncomplete(str(miss)) from None
-            except SpendingStopped as stopped:
-                raise with_usage(BudgetSpent(str(stopped)), usage) from None
-            except Exception as exc:
-                with_usage(exc, usage)  # a forfeit's requests were paid for all the same
-                raise
+        records, usage = play_match_set(AlympicsAgent.model_validate(p["agent"]), unit, watch)
         # Credited payoffs (a faulted move earns nothing), so they agree with measures["raw"].
         per_episode = [statistics.fmean(game_class.credited_payoffs(r, 0)) for r in records]
         reasons = [reason for rec in records for reason in rec.fault_reasons][:5]
@@ -311,14 +210,6 @@ class AlympicsWorkload(Workload):
         if llm:
             summary["llm"] = llm
         return Reduction(summary=summary, entries=entries)
-
-
-def with_usage(exc: BaseException, usage: LlmUsage | None) -> BaseException:
-    """`exc`, carrying what an llm agent spent so far into its unit's error result
-    (tasks/execute.py reads `partial_result`)."""
-    if usage is not None:
-        exc.partial_result = {"llm": usage.as_dict()}  # type: ignore[attr-defined]
-    return exc
 
 
 def model_fingerprint(config: LlmConfig, version: str | None) -> AgentFingerprint:

@@ -109,12 +109,17 @@ class AlympicsGarbage(AlympicsRaiser):
         return {"garbage": [1, 2, 3]}
 
 
-class AlympicsSometimes(AlympicsRaiser):
-    """The builtin agent, except that 2 of every 5 of its moves in a match set (40%) raise. The
-    builtin still chooses every move first, so its own state runs exactly as without faults."""
+# The moves of AlympicsSometimes's match set: a unit's own in its sandbox (every unit child
+# starts afresh); in one process, the count goes on from unit to unit, which changes nothing as
+# long as each match set is a multiple of 5 moves.
+SOMETIMES_MOVES = [0]
 
-    def __init__(self) -> None:
-        self.moves = 0
+
+class AlympicsSometimes(AlympicsRaiser):
+    """The builtin agent, except that 2 of every 5 of its moves in a match set (40%) raise:
+    counted across the match set's episodes, each played by an agent of its own (a block of
+    episodes round by round: with 5 episodes, those of episodes 1 and 2). The builtin still
+    chooses every move first, so its own state runs exactly as without faults."""
 
     def reset(self, game: str = "", player: int = 0, seed: int = 0, **context: object) -> None:
         from workers.games import BUILTIN
@@ -125,9 +130,9 @@ class AlympicsSometimes(AlympicsRaiser):
 
     def act(self, observation: dict[str, object]) -> object:
         action = self.inner.act(observation)
-        self.moves += 1
-        if self.moves % 5 in (1, 2):
-            raise RuntimeError(f"agent bug at move {self.moves}")
+        SOMETIMES_MOVES[0] += 1
+        if SOMETIMES_MOVES[0] % 5 in (1, 2):
+            raise RuntimeError(f"agent bug at move {SOMETIMES_MOVES[0]}")
         return action
 
 

@@ -206,3 +206,21 @@ class SwallowsEverything:
 
 def swallows_everything() -> SwallowsEverything:
     return SwallowsEverything()
+
+
+class OnlyFresh:
+    """Prisoner's Dilemma: cooperates while it is a new agent playing its first episode, defects
+    in every episode after its first (were it ever reused) or once it has been reset twice."""
+
+    def __init__(self) -> None:
+        self.resets = 0
+
+    def reset(self, **context: Any) -> None:
+        self.resets += 1
+
+    def act(self, observation: dict[str, Any]) -> str:
+        return "C" if self.resets == 1 else "D"
+
+
+def only_fresh() -> OnlyFresh:
+    return OnlyFresh()

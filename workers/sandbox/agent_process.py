@@ -71,7 +71,7 @@ class AgentProcess(JailedProcess):
         self.limit_hit = False  # the unit child reached a limit it survived (a MemoryError)
         self.started = time.perf_counter()
         self._asked_at = 0.0  # when the request `finish` answers was sent (monotonic)
-        self._pending = False  # a request begun whose answer is not read yet
+        self._pending = 0  # answers to the request begun last not read yet
         self._buffer = bytearray()
         self._note: str | None = None  # what the agent's side said before it exited
         self.memory_mb = plan.memory_mb
@@ -102,22 +102,30 @@ class AgentProcess(JailedProcess):
         self.begin(op, argument)
         return self.finish(timeout_s)
 
-    def begin(self, op: str, argument: Any) -> None:
-        """Send a request whose answer `finish` reads: the worker may do other work meanwhile
-        (an Alympics round's other moves), the agent's step time running from now."""
+    def begin(self, op: str, argument: Any, answers: int = 1) -> None:
+        """Send a request whose `answers` answers `finish` reads, one a call: the worker may do
+        other work meanwhile (an Alympics round's other moves), the agent's step time running
+        from now (`many`: the calls of several episodes, answered in order)."""
         if self.dead is not None:
             raise self.fault()
-        self._asked_at, self._pending = time.monotonic(), True
+        self._asked_at, self._pending = time.monotonic(), answers
         with self._faults():
             self.sock.sendall(encode_request(op, argument))
 
     def finish(self, timeout_s: float) -> Any:
-        """The answer to the request sent last, within `timeout_s` of its sending."""
+        """The next answer to the request sent last, within `timeout_s` of its sending or of
+        the answer before it (each call of a `many` has the step timeout of its own)."""
+        if self.dead is not None:
+            self._pending = 0
+            raise self.fault()
         try:
             with self._faults():
                 answer = self._answer(timeout_s, since=self._asked_at)
-        finally:
-            self._pending = False  # answered, or its process ended or left for the next unit
+        except BaseException:
+            self._pending = 0  # its process ended, or left for the next unit
+            raise
+        self._pending = max(0, self._pending - 1)
+        self._asked_at = time.monotonic()
         self.limit_hit = self.limit_hit or "memory" in answer
         return value_of(answer, self.memory_mb)
 
@@ -238,6 +246,9 @@ class AgentProcess(JailedProcess):
         """The next whole answer, within `timeout_s` of `since` (monotonic; default now),
         forwarding what the process prints meanwhile. Asked for without sleeping for
         ANSWER_SPIN_S first (agent_wire says why)."""
+        answer = self._take()  # came with the one before (the calls of a `many`)
+        if answer is not None:
+            return answer
         spin_end = time.perf_counter() + ANSWER_SPIN_S
         while time.perf_counter() < spin_end:
             try:

@@ -62,10 +62,14 @@ class AgentSource(BaseModel):
     resize: int = 84
     frame_stack: int = 4
     device: Literal["cpu", "cuda"] = "cpu"
+    # Instances of an entry point's agent for episodes played together (workers/games/
+    # lockstep.py): the unit child calls the factory this many times. None: one, asked alone.
+    slots: int | None = None
 
     def make_request(self) -> dict[str, Any]:
         if self.entry_point:
-            return {"entry_point": self.entry_point}
+            slots = {"slots": self.slots} if self.slots is not None else {}
+            return {"entry_point": self.entry_point, **slots}
         return {
             "sb3": {
                 "path": self.checkpoint,
@@ -225,7 +229,8 @@ def process_key(source: AgentSource, expected: AgentFingerprint | None, limits: 
     digest = checked_digest(source, expected)
     # The CPU limit is the unit child's, set at each fork: one jail serves units of any.
     limits_key = limits.model_dump(mode="json", exclude={"cpu_s"})
-    return json.dumps([source.model_dump(), digest, os.getcwd(), limits_key])
+    # One jail serves any number of slots (the unit child makes them).
+    return json.dumps([source.model_dump(exclude={"slots"}), digest, os.getcwd(), limits_key])
 
 
 def check_gpu_reached(source: AgentSource, made: Any, gpus: list[Path]) -> None:

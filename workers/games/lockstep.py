@@ -1,0 +1,143 @@
+"""Several episodes of one match set played together, round by round (lockstep), for an agent
+whose every call is a round trip to another process (a sandboxed entry point): one request
+carries the calls of every episode of a phase (their resets, then each round's moves), and the
+answers stream back in order, each within the agent's step timeout of the one before
+(workers/sandbox/agent_slots.py). A move of a 100-round game was a round trip of its own
+(~25 us, more than the whole move costs in the worker); now a round trip serves up to
+LOCKSTEP_EPISODES moves.
+
+The agent plays each episode of a block with an instance of its own (the factory called once
+per slot, as the baselines get a fresh strategy per episode), reset before each episode. An
+agent's calls come in the same order whether it runs in the worker or sandboxed (episode by
+episode within a phase, phase by phase), so the two give the same results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from workers.games.base import EpisodeRecord, Game, ObservationView, Strategy, accepts_view
+from workers.games.episode import (
+    FaultHook,
+    _begin,
+    _Faults,
+    _finish,
+    _move,
+    _reset,
+    derive_seed,
+    overlaps,
+    strategy_label,
+)
+
+# Episodes played together: a round trip serves this many moves. Each is an instance of the
+# agent (its memory counts against the agent's limit), so the block stays small.
+LOCKSTEP_EPISODES = 20
+
+
+class Slots(Protocol):
+    """An agent's instances for a block of episodes, and how to send what they were asked."""
+
+    strategies: Sequence[Strategy]
+
+    def flush(self) -> None:
+        """Send the calls the slots' `begin_*` queued (nothing to do for instances in the
+        worker's own process)."""
+
+
+def play_lockstep(
+    games: Sequence[Game],
+    lineups: Sequence[Sequence[Strategy]],
+    seeds: Sequence[int],
+    hooks: Sequence[FaultHook | None],
+    flush: Callable[[], None],
+) -> list[EpisodeRecord]:
+    """Play episode e of `games` with `lineups[e]` from `seeds[e]`, all of them round by round
+    together, with play_episode's rules (faults, default actions, hooks). A strategy that asks
+    in halves (`begin_reset`/`finish_reset`, `begin_act`/`finish_act`) queues its calls, which
+    `flush` sends at once; the others are called in turn meanwhile."""
+    faults = [_Faults(g.n_players, hook) for g, hook in zip(games, hooks, strict=True)]
+    _reset_all(games, lineups, seeds, faults, flush)
+    players = [
+        [(s, game.view(p) if accepts_view(s) else None) for p, s in enumerate(lineup)]
+        for game, lineup in zip(games, lineups, strict=True)
+    ]
+    for round_number in range(1, games[0].rounds + 1):
+        moves = _round(games, players, flush)
+        for game, moved, fault in zip(games, moves, faults, strict=True):
+            for player, (_, why) in enumerate(moved):
+                if why is not None:
+                    fault.add(player, round_number, why)
+            game.play_parsed([action for action, _ in moved])
+    return [
+        EpisodeRecord(
+            game=game.name,
+            seed=seed,
+            players=[strategy_label(s) for s in lineup],
+            actions=game.actions,
+            payoffs=game.payoffs,
+            details=game.details,
+            faults=fault.counts,
+            fault_reasons=fault.reasons,
+            faulted=fault.moves,
+        )
+        for game, lineup, seed, fault in zip(games, lineups, seeds, faults, strict=True)
+    ]
+
+
+def _reset_all(
+    games: Sequence[Game],
+    lineups: Sequence[Sequence[Strategy]],
+    seeds: Sequence[int],
+    faults: Sequence[_Faults],
+    flush: Callable[[], None],
+) -> None:
+    """Every game reset with its seed, every strategy with a seed derived from (seed, player);
+    the failures recorded episode by episode, player by player."""
+    failed: dict[tuple[int, int], str | None] = {}
+    begun: list[tuple[int, int]] = []
+    for e, (game, lineup, seed) in enumerate(zip(games, lineups, seeds, strict=True)):
+        game.reset(seed)
+        for player, strategy in enumerate(lineup):
+            if callable(getattr(strategy, "begin_reset", None)):
+                keywords = {"game": game.name, "player": player}
+                strategy.begin_reset(**keywords, seed=derive_seed(seed, "player", player))  # type: ignore[attr-defined]
+                begun.append((e, player))
+            else:
+                failed[e, player] = _reset(strategy, game, player, seed)
+    flush()
+    for e, player in begun:
+        try:
+            lineups[e][player].finish_reset()  # type: ignore[attr-defined]
+            failed[e, player] = None
+        except Exception as exc:
+            failed[e, player] = f"reset failed: {type(exc).__name__}: {exc}"
+    for (e, player), why in sorted(failed.items()):
+        if why is not None:
+            faults[e].add(player, 0, why)
+
+
+def _round(
+    games: Sequence[Game],
+    players: Sequence[Sequence[tuple[Strategy, ObservationView | None]]],
+    flush: Callable[[], None],
+) -> list[list[tuple[Any, str | None]]]:
+    """Every episode's moves of one round: the queued halves first (sent at once), the others'
+    moves made while the agent's process thinks, then the answers read in the order asked."""
+    begun: dict[tuple[int, int], str | None] = {}
+    for e, (game, lineup) in enumerate(zip(games, players, strict=True)):
+        for player, (strategy, _) in enumerate(lineup):
+            if overlaps(strategy):
+                begun[e, player] = _begin(strategy, game, player)
+    flush()
+    moves: list[list[tuple[Any, str | None]]] = []
+    for e, (game, lineup) in enumerate(zip(games, players, strict=True)):
+        moves.append(
+            [
+                (None, None) if (e, p) in begun else _move(strategy, game, p, view)
+                for p, (strategy, view) in enumerate(lineup)
+            ]
+        )
+    for (e, player), failed in begun.items():
+        moves[e][player] = _finish(players[e][player][0], games[e], player, failed)
+    return moves

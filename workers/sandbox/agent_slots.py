@@ -1,0 +1,84 @@
+"""A sandboxed agent playing a block of episodes together (workers/games/lockstep.py): an
+instance of the agent per episode slot in its unit child, and the calls of every slot of a
+phase sent in one request (`many`), answered one by one in order, each within the step timeout
+of the answer before it (workers/sandbox/agent_process.py, AgentProcess.finish).
+
+What travels is what a single agent's `act` sends (workers/agent_wire.py), slot by slot: each
+slot has its own Observations (only what changed since its last observation) and never the
+shared memory, which holds one array at a time (a Mario frame; games have none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workers.agent_wire import Layout, Observations
+from workers.sandbox.agent_faults import AgentFault
+from workers.sandbox.agent_sandbox import SandboxedAgent
+
+
+def _not_shared(_: Any) -> Layout | None:
+    return None
+
+
+class SandboxedSlots:
+    """The `count` instances of a sandboxed agent its unit child made (AgentSource.slots) and
+    the calls queued for them until `flush`."""
+
+    def __init__(self, agent: SandboxedAgent, count: int) -> None:
+        self.process, self.step_timeout_s = agent.process, agent.step_timeout_s
+        self._queued: list[tuple[str, int, Any]] = []
+        self._failed: AgentFault | None = None  # why the last `many` could not be sent
+        self.strategies = [SandboxedSlot(self, slot, agent.label) for slot in range(count)]
+
+    def queue(self, call: str, slot: int, argument: Any) -> None:
+        self._queued.append((call, slot, argument))
+
+    def flush(self) -> None:
+        """Send the queued calls in one request. A process that cannot take it (dead, or its
+        socket closed) fails each of them, as `answer` reads them."""
+        if not self._queued:
+            return
+        calls, self._queued = self._queued, []
+        self._failed = None
+        try:
+            self.process.begin("many", calls, answers=len(calls))
+        except AgentFault as fault:
+            self._failed = fault
+
+    def answer(self) -> Any:
+        """The next queued call's answer, in the order they were queued."""
+        if self._failed is not None:
+            raise self._failed
+        return self.process.finish(self.step_timeout_s)
+
+
+class SandboxedSlot:
+    """One episode slot of SandboxedSlots, asked in halves (workers/games/lockstep.py)."""
+
+    def __init__(self, slots: SandboxedSlots, slot: int, label: str) -> None:
+        self.slots, self.slot, self.label = slots, slot, label
+        self.observations = Observations(_not_shared)
+
+    def begin_reset(self, **context: Any) -> None:
+        self.slots.queue("reset", self.slot, context)
+
+    def finish_reset(self) -> None:
+        self.slots.answer()
+
+    def begin_act(self, observation: Any) -> None:
+        kind, payload, _ = self.observations.encode(observation)
+        self.slots.queue("act", self.slot, (kind, payload))
+
+    def finish_act(self) -> Any:
+        return self.slots.answer()
+
+    def reset(self, **context: Any) -> None:  # the Strategy protocol; lockstep asks in halves
+        self.begin_reset(**context)
+        self.slots.flush()
+        self.finish_reset()
+
+    def act(self, observation: Any) -> Any:
+        self.begin_act(observation)
+        self.slots.flush()
+        return self.finish_act()
