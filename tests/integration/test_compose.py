@@ -343,3 +343,42 @@ def test_compose_yaml_is_the_cluster_the_docs_describe(tmp_path: Path):
         env={**os.environ, "ARENA_REDIS_PASSWORD": ""},
     )
     assert missing.returncode != 0 and "scripts/compose-env" in missing.stderr
+
+
+def test_the_ha_file_puts_redis_behind_sentinels(tmp_path: Path):
+    """deploy/compose/ha.yaml over compose.yaml (docs/deploy.md, "A Redis that fails over"): two
+    replicas of the primary, three Sentinels, and every Arena service on the Sentinels with
+    WAIT 1, as compose resolves it."""
+    if shutil.which("docker-compose") is None:
+        unavailable("docker-compose is not installed (.ci/run installs it)")
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text(
+        "ARENA_REDIS_PASSWORD=0123abcd\nARENA_DOCKER_GID=999\nARENA_API_TOKENS=t0ken\n"
+    )
+    files = ["-f", str(ROOT / "compose.yaml"), "-f", str(ROOT / "deploy/compose/ha.yaml")]
+    resolved = subprocess.run(
+        ["docker-compose", "--env-file", str(env_file), *files, "--profile", "gpu", "config"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    services = yaml.safe_load(resolved.stdout)["services"]
+    sentinels = {f"sentinel-{n}" for n in (1, 2, 3)}
+    assert {"redis", "redis-replica-1", "redis-replica-2"} | sentinels <= set(services)
+    for name in ("redis-replica-1", "redis-replica-2"):
+        command = services[name]["command"]
+        assert command[command.index("--replicaof") + 1 :] == ["redis", "6379"], name
+        assert command[command.index("--masterauth") + 1] == "0123abcd", name
+    for name in sentinels:
+        script = services[name]["command"][-1]
+        assert "sentinel monitor arena redis 6379 2" in script and "--sentinel" in script
+    url = ";".join(f"sentinel://:0123abcd@sentinel-{n}:26379/0" for n in (1, 2, 3))
+    for name in ("worker-cpu", "worker-gpu", "beat", "api"):
+        environment = services[name]["environment"]
+        assert environment["ARENA_REDIS_URL"] == url, name
+        assert environment["ARENA_REDIS_MASTER"] == "arena", name
+        assert environment["ARENA_REDIS_WAIT_REPLICAS"] == "1", name
+        assert "ARENA_REPO_ROOTS" in environment, name  # compose.yaml's settings kept
+    assert services["worker-cpu"]["environment"]["ARENA_SANDBOX"] == "docker"

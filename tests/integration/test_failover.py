@@ -29,6 +29,7 @@ from redis.retry import Retry
 
 from arena.embedded import redis_server_binary
 from tasks.execute import execute_batch
+from tasks.redis_url import ReplicasBehind, WaitRule
 from tasks.redis_url import client as redis_client
 from tasks.store import Store
 from tasks.workloads import get_workload, validate_batch
@@ -79,7 +80,7 @@ class Replicated:
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {self.folder}\nrequirepass {PASSWORD}\n"
                 f"sentinel monitor {MASTER} 127.0.0.1 {self.primary} 2\n"
-                f"sentinel auth-pass {MASTER} {PASSWORD}\n"
+                f"sentinel auth-pass {MASTER} {PASSWORD}\nsentinel sentinel-pass {PASSWORD}\n"
                 f"sentinel down-after-milliseconds {MASTER} 2000\n"
                 f"sentinel failover-timeout {MASTER} 6000\n"
             )
@@ -188,3 +189,48 @@ def test_the_primary_killed_mid_batch_fails_over(
     assert replicated.primary_port() in replicated.replicas
     assert_unit_by_unit_undisturbed(db, batch_id, spec)
     print(f"FAILOVER wait={wait_replicas}: done {ended:.1f}s after the kill")
+
+
+def test_a_write_counts_once_a_replica_holds_it(tmp_path: Path):
+    """ARENA_REDIS_WAIT_REPLICAS: a Store transaction on a primary with no replica is an error
+    (retried like an outage by the Store's client), never counted; once a replica is attached
+    the same transaction returns, and the replica already holds it when it does."""
+    binary, ports = redis_server_binary(), [free_port(), free_port()]
+    servers = []
+    try:
+        for port in ports:
+            argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+            servers.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, cwd=tmp_path))
+        primary = redis_client(
+            f"redis://127.0.0.1:{ports[0]}/0",
+            MASTER,
+            WaitRule(1, 100),
+            decode_responses=True,
+            retry=Retry(ConstantBackoff(0), 0),
+            retry_on_error=[redis.ConnectionError],
+        )
+        replica = redis.Redis(port=ports[1], decode_responses=True)
+        deadline = time.monotonic() + 10
+        while not _answers(primary) or not _answers(replica):
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        with pytest.raises(ReplicasBehind, match="0 of 1 replicas"), primary.pipeline() as pipe:
+            pipe.hset("results", "unit-1", "ok").execute()
+        replica.replicaof("127.0.0.1", ports[0])
+        while replica.info("replication")["master_link_status"] != "up":
+            assert time.monotonic() < deadline + 10, "the replica did not attach"
+            time.sleep(0.05)
+        with primary.pipeline() as pipe:
+            pipe.hset("results", "unit-2", "ok").execute()
+        assert replica.hgetall("results") == {"unit-1": "ok", "unit-2": "ok"}
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait(10)
+
+
+def _answers(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
