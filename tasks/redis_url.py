@@ -30,6 +30,18 @@ SENTINEL = "sentinel://"
 URL_SCHEMES = ("redis://", "rediss://", "unix://", SENTINEL)
 
 
+# Commands that write nothing: a transaction of these alone waits for no replica (a status read
+# goes on while no replica is left). Any other command, EVAL included, counts as a write.
+# fmt: off
+READS = frozenset((
+    "EXISTS", "GET", "HEXISTS", "HGET", "HGETALL", "HKEYS", "HLEN", "HMGET", "HVALS", "LINDEX",
+    "LLEN", "LRANGE", "MGET", "PTTL", "SCARD", "SISMEMBER", "SMEMBERS", "STRLEN", "TIME", "TTL",
+    "TYPE", "ZCARD", "ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZRANK", "ZREVRANGE",
+    "ZREVRANGEBYSCORE", "ZREVRANK", "ZSCORE",
+))
+# fmt: on
+
+
 class SentinelAddress(NamedTuple):
     """What a sentinel:// URL names: the Sentinels, and the primary's db and credentials."""
 
@@ -111,7 +123,7 @@ class WaitingPipeline(Pipeline):
     def _execute_transaction(self, connection: Any, commands: Any, raise_on_error: Any) -> Any:
         replies = super()._execute_transaction(connection, commands, raise_on_error)
         replicas, timeout_ms = self.wait_rule
-        if replicas > 0:
+        if replicas > 0 and not all(str(args[0]).upper() in READS for args, _ in commands):
             connection.send_command("WAIT", replicas, timeout_ms)
             acked = int(connection.read_response())
             if acked < replicas:

@@ -216,6 +216,8 @@ def test_a_write_counts_once_a_replica_holds_it(tmp_path: Path):
             time.sleep(0.05)
         with pytest.raises(ReplicasBehind, match="0 of 1 replicas"), primary.pipeline() as pipe:
             pipe.hset("results", "unit-1", "ok").execute()
+        with primary.pipeline() as pipe:  # reads wait for no replica
+            assert pipe.hget("results", "unit-1").hlen("results").execute() == ["ok", 1]
         replica.replicaof("127.0.0.1", ports[0])
         while replica.info("replication")["master_link_status"] != "up":
             assert time.monotonic() < deadline + 10, "the replica did not attach"
