@@ -179,6 +179,10 @@ class UnitResults(StoreBase):
         """Unit id -> attempts counted at it."""
         return {k: int(v) for k, v in self.r.hgetall(self.keys.attempts(batch_id)).items()}
 
+    def ran_in_process(self, batch_id: str, unit_id: str) -> bool:
+        """The unit's trusted agent ran in a worker's own process (tasks/trusted_deaths.py)."""
+        return bool(self.r.sismember(self.keys.in_process(batch_id), unit_id))
+
     def result_unit_ids(self, batch_id: str) -> set[str]:
         """Units with any stored result, infrastructure errors included."""
         return set(self.r.hkeys(self.keys.units(batch_id)))

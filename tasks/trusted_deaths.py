@@ -38,7 +38,7 @@ def blamed_on_agent(db: Store, unit: Unit, attempts: int) -> UnitRun | None:
     deaths = attempts - 1
     if deaths < 1 or deaths < min(DEATHS_BLAMED, current_settings().max_deliveries):
         return None
-    if not db.r.sismember(db.keys.in_process(unit.batch_id), unit.id):
+    if not db.ran_in_process(unit.batch_id, unit.id):
         return None
     reason = (
         f"AgentProcessDied: the worker process died {deaths} times while this unit's agent ran "
