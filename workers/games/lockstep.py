@@ -62,13 +62,22 @@ def play_lockstep(
         [(s, game.view(p) if accepts_view(s) else None) for p, s in enumerate(lineup)]
         for game, lineup in zip(games, lineups, strict=True)
     ]
+    # Two halves in flight: the agent's process answers one half's moves while the worker
+    # reads the other's answers, plays them and asks its next round (the same calls, in the
+    # same order: half by half within a round, round by round).
+    half = (len(games) + 1) // 2
+    halves = [h for h in (range(half), range(half, len(games))) if h]
+    asked = [_ask(games, players, h, flush) for h in halves]
     for round_number in range(1, games[0].rounds + 1):
-        moves = _round(games, players, flush)
-        for game, moved, fault in zip(games, moves, faults, strict=True):
-            for player, (_, why) in enumerate(moved):
-                if why is not None:
-                    fault.add(player, round_number, why)
-            game.play_parsed([action for action, _ in moved])
+        for index, episodes in enumerate(halves):
+            moves = _moves(games, players, episodes, asked[index])
+            for e, moved in zip(episodes, moves, strict=True):
+                for player, (_, why) in enumerate(moved):
+                    if why is not None:
+                        faults[e].add(player, round_number, why)
+                games[e].play_parsed([action for action, _ in moved])
+            if round_number < games[0].rounds:
+                asked[index] = _ask(games, players, episodes, flush)
     return [
         EpisodeRecord(
             game=game.name,
@@ -117,27 +126,39 @@ def _reset_all(
             faults[e].add(player, 0, why)
 
 
-def _round(
+def _ask(
     games: Sequence[Game],
     players: Sequence[Sequence[tuple[Strategy, ObservationView | None]]],
+    episodes: range,
     flush: Callable[[], None],
-) -> list[list[tuple[Any, str | None]]]:
-    """Every episode's moves of one round: the queued halves first (sent at once), the others'
-    moves made while the agent's process thinks, then the answers read in the order asked."""
-    begun: dict[tuple[int, int], str | None] = {}
-    for e, (game, lineup) in enumerate(zip(games, players, strict=True)):
-        for player, (strategy, _) in enumerate(lineup):
-            if overlaps(strategy):
-                begun[e, player] = _begin(strategy, game, player)
+) -> dict[tuple[int, int], str | None]:
+    """The round's moves of the players asked in halves, in `episodes`, queued and sent at
+    once: for each, why sending its observation failed, or None."""
+    begun = {
+        (e, player): _begin(strategy, games[e], player)
+        for e in episodes
+        for player, (strategy, _) in enumerate(players[e])
+        if overlaps(strategy)
+    }
     flush()
-    moves: list[list[tuple[Any, str | None]]] = []
-    for e, (game, lineup) in enumerate(zip(games, players, strict=True)):
-        moves.append(
-            [
-                (None, None) if (e, p) in begun else _move(strategy, game, p, view)
-                for p, (strategy, view) in enumerate(lineup)
-            ]
-        )
+    return begun
+
+
+def _moves(
+    games: Sequence[Game],
+    players: Sequence[Sequence[tuple[Strategy, ObservationView | None]]],
+    episodes: range,
+    begun: dict[tuple[int, int], str | None],
+) -> list[list[tuple[Any, str | None]]]:
+    """The round's moves in `episodes`: the others' made now, then the answers of those asked
+    (`begun`) read in the order asked."""
+    moves = [
+        [
+            (None, None) if (e, p) in begun else _move(strategy, games[e], p, view)
+            for p, (strategy, view) in enumerate(players[e])
+        ]
+        for e in episodes
+    ]
     for (e, player), failed in begun.items():
-        moves[e][player] = _finish(players[e][player][0], games[e], player, failed)
+        moves[e - episodes.start][player] = _finish(players[e][player][0], games[e], player, failed)
     return moves

@@ -105,10 +105,13 @@ class AgentProcess(JailedProcess):
     def begin(self, op: str, argument: Any, answers: int = 1) -> None:
         """Send a request whose `answers` answers `finish` reads, one a call: the worker may do
         other work meanwhile (an Alympics round's other moves), the agent's step time running
-        from now (`many`: the calls of several episodes, answered in order)."""
+        from now (`many`: the calls of several episodes, answered in order; two of them may be
+        in flight, answered one after the other)."""
         if self.dead is not None:
             raise self.fault()
-        self._asked_at, self._pending = time.monotonic(), answers
+        if not self._pending:  # else its first answer is timed from the last one before
+            self._asked_at = time.monotonic()
+        self._pending += answers
         with self._faults():
             self.sock.sendall(encode_request(op, argument))
 

@@ -10,6 +10,8 @@ shared memory, which holds one array at a time (a Mario frame; games have none).
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from workers.agent_wire import Layout, Observations
@@ -21,36 +23,70 @@ def _not_shared(_: Any) -> Layout | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Raised:
+    """A call's answer that is an exception (an agent may return an exception's text, never
+    an exception: answers are JSON)."""
+
+    exception: Exception
+
+
 class SandboxedSlots:
     """The `count` instances of a sandboxed agent its unit child made (AgentSource.slots) and
-    the calls queued for them until `flush`."""
+    the calls queued for them until `flush`. A fault that ends the agent's process while it
+    answers a `many` (it exits, is killed, is past a step timeout) faults every call of it,
+    the ones it had answered too: the same calls fault however its answers were grouped on
+    their way (agent_child.answer_many)."""
 
     def __init__(self, agent: SandboxedAgent, count: int) -> None:
         self.process, self.step_timeout_s = agent.process, agent.step_timeout_s
         self._queued: list[tuple[str, int, Any]] = []
-        self._failed: AgentFault | None = None  # why the last `many` could not be sent
+        # The `many` requests in flight, oldest first: how many calls each, or why it could
+        # not be sent (its process dead, its socket closed).
+        self._in_flight: deque[int | tuple[int, AgentFault]] = deque()
+        self._outcomes: deque[Any] = deque()  # the answers (or faults) of the oldest, read
         self.strategies = [SandboxedSlot(self, slot, agent.label) for slot in range(count)]
 
     def queue(self, call: str, slot: int, argument: Any) -> None:
         self._queued.append((call, slot, argument))
 
     def flush(self) -> None:
-        """Send the queued calls in one request. A process that cannot take it (dead, or its
-        socket closed) fails each of them, as `answer` reads them."""
+        """Send the queued calls in one request (while the one before may be in flight)."""
         if not self._queued:
             return
         calls, self._queued = self._queued, []
-        self._failed = None
         try:
             self.process.begin("many", calls, answers=len(calls))
         except AgentFault as fault:
-            self._failed = fault
+            self._in_flight.append((len(calls), fault))
+        else:
+            self._in_flight.append(len(calls))
 
     def answer(self) -> Any:
         """The next queued call's answer, in the order they were queued."""
-        if self._failed is not None:
-            raise self._failed
-        return self.process.finish(self.step_timeout_s)
+        if not self._outcomes:
+            sent = self._in_flight.popleft()
+            if isinstance(sent, tuple):
+                self._outcomes.extend([_Raised(sent[1])] * sent[0])
+            else:
+                self._read_all(sent)
+        outcome = self._outcomes.popleft()
+        if isinstance(outcome, _Raised):
+            raise outcome.exception
+        return outcome
+
+    def _read_all(self, count: int) -> None:
+        """Every answer of the oldest `many` in flight, each within the step timeout of the one
+        before."""
+        for _ in range(count):
+            try:
+                self._outcomes.append(self.process.finish(self.step_timeout_s))
+            except Exception as fault:  # what the agent raised, as it raised it, or a fault
+                if self.process.dead is None:  # the call's own: the others stand
+                    self._outcomes.append(_Raised(fault))
+                    continue
+                self._outcomes = deque([_Raised(fault)] * count)
+                return
 
 
 class SandboxedSlot:

@@ -60,7 +60,7 @@ class Halves:
         return self.inner.act(self.observation)
 
 
-def test_each_phase_is_queued_for_every_episode_then_sent_once():
+def test_each_half_of_a_round_is_queued_then_sent_once():
     log: list[str] = []
     agents = [Halves(BUILTIN["prisoners_dilemma"](), log, str(e)) for e in range(3)]
     records = play_lockstep(
@@ -70,8 +70,9 @@ def test_each_phase_is_queued_for_every_episode_then_sent_once():
         [None] * 3,
         lambda: log.append("sent"),
     )
-    phase = lambda what: [f"{what} {e}" for e in range(3)] + ["sent"]  # noqa: E731
-    assert log == phase("reset") + phase("act") + phase("act")
+    # Resets at once; then each round's moves in two halves in flight (episodes 0-1, then 2).
+    resets = ["reset 0", "reset 1", "reset 2", "sent"]
+    assert log == resets + ["act 0", "act 1", "sent", "act 2", "sent"] * 2
     alone = [
         play_episode(
             GAMES["prisoners_dilemma"](2),
