@@ -188,7 +188,8 @@ def test_the_primary_killed_mid_batch_fails_over(
     ended = time.monotonic() - killed
     assert replicated.primary_port() in replicated.replicas
     assert_unit_by_unit_undisturbed(db, batch_id, spec)
-    print(f"FAILOVER wait={wait_replicas}: done {ended:.1f}s after the kill")
+    again = sum(1 for n in db.attempts(batch_id).values() if n > 1)
+    print(f"FAILOVER wait={wait_replicas}: done {ended:.1f}s after the kill, {again} units rerun")
 
 
 def test_a_write_counts_once_a_replica_holds_it(tmp_path: Path):
