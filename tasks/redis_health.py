@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -32,9 +32,9 @@ def redis_problem(db: Store) -> str | None:
 
     refused = probe_writes(db)
     if refused is not None:
-        return refused + (where(db.r) if "MISCONF" in refused else "")
+        return refused + (where(db) if "MISCONF" in refused else "")
     try:
-        info: dict[str, Any] = db.r.info("persistence")
+        info = db.persistence()
     except redis.ResponseError:
         return None  # INFO renamed or refused (a managed Redis): nothing more to tell
     failed = [
@@ -45,21 +45,16 @@ def redis_problem(db: Store) -> str | None:
     if not failed:
         return None
     return (
-        f"Redis is not saving to disk: {'; '.join(failed)}{where(db.r)}: unit results may be "
+        f"Redis is not saving to disk: {'; '.join(failed)}{where(db)}: unit results may be "
         "lost if it stops; free space on its disk (a full disk?) and see its log"
     )
 
 
-def where(client: redis.Redis) -> str:
+def where(db: Store) -> str:
     """' (in DIR[, N free])': Redis's data folder, with the free space where it is local."""
-    try:
-        config: dict[str, Any] = client.config_get("dir")  # type: ignore[assignment]
-        folder = str(config.get("dir") or "")
-    except redis.ResponseError:
-        return ""  # CONFIG disabled (a managed Redis)
+    folder, local = db.data_folder()
     if not folder:
-        return ""
-    local = client.connection_pool.connection_kwargs.get("path")  # a unix socket: this machine
+        return ""  # CONFIG disabled (a managed Redis)
     space = free_space(folder) if local else None
     return f" (in {folder}{', ' + space if space else ''})"
 

@@ -44,3 +44,18 @@ class StoreBase:
 
     def k_lb(self, name: str) -> str:
         return self.keys.board(name)
+
+    # What Redis says of itself (tasks/redis_health.py reads it: why writes may not be kept).
+    def persistence(self) -> dict[str, Any]:
+        """INFO persistence (redis.ResponseError where INFO is refused: a managed Redis)."""
+        info: dict[str, Any] = self.r.info("persistence")
+        return info
+
+    def data_folder(self) -> tuple[str, bool]:
+        """Redis's data folder ('' where CONFIG is refused) and whether Redis is on this
+        machine (reached over a unix socket)."""
+        try:
+            folder = str(self.r.config_get("dir").get("dir") or "")
+        except redis.ResponseError:
+            folder = ""
+        return folder, bool(self.r.connection_pool.connection_kwargs.get("path"))
