@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import signal
@@ -10,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from types import FrameType
 from typing import Any
 
@@ -154,6 +156,17 @@ def _check_engine(unit: Unit) -> None:
         )
 
 
+@cache
+def _freeze_what_was_loaded() -> None:
+    """Once a process, before its first unit: the objects it holds by then (modules, the Celery
+    app, ~60,000 of them) leave the garbage collector's sight for good (gc.freeze). A unit that
+    keeps many new objects alive (an Alympics block: 20 games growing together) triggers a full
+    collection, which walked all of those: 2.5-3 ms a Prisoner's Dilemma unit, a third of its
+    time; after the freeze, 0.1 ms. They are module-level objects, never garbage anyway."""
+    gc.collect()
+    gc.freeze()
+
+
 @dataclass
 class UnitRun:
     result: UnitResult
@@ -171,6 +184,7 @@ def execute_unit(
     started_at, started = utc_iso(), time.perf_counter()
     fields: dict[str, Any]
     out_of_memory = False
+    _freeze_what_was_loaded()
     with captured_output() as output:
 
         def abandon() -> None:

@@ -30,6 +30,10 @@ from workers.games.episode import (
     strategy_label,
 )
 
+# A player of an episode: its index, its strategy, the view it reads (or None: it gets a fresh
+# dict) and whether it is asked in halves (a sandboxed agent).
+Player = tuple[int, Strategy, ObservationView | None, bool]
+
 # Episodes played together: a round trip serves this many moves. Each is an instance of the
 # agent (its memory counts against the agent's limit), so the block stays small.
 LOCKSTEP_EPISODES = 20
@@ -59,7 +63,10 @@ def play_lockstep(
     faults = [_Faults(g.n_players, hook) for g, hook in zip(games, hooks, strict=True)]
     _reset_all(games, lineups, seeds, faults, flush)
     players = [
-        [(s, game.view(p) if accepts_view(s) else None) for p, s in enumerate(lineup)]
+        [
+            (p, s, game.view(p) if accepts_view(s) else None, overlaps(s))
+            for p, s in enumerate(lineup)
+        ]
         for game, lineup in zip(games, lineups, strict=True)
     ]
     # Two halves in flight: the agent's process answers one half's moves while the worker
@@ -128,7 +135,7 @@ def _reset_all(
 
 def _ask(
     games: Sequence[Game],
-    players: Sequence[Sequence[tuple[Strategy, ObservationView | None]]],
+    players: Sequence[Sequence[Player]],
     episodes: range,
     flush: Callable[[], None],
 ) -> dict[tuple[int, int], str | None]:
@@ -137,8 +144,8 @@ def _ask(
     begun = {
         (e, player): _begin(strategy, games[e], player)
         for e in episodes
-        for player, (strategy, _) in enumerate(players[e])
-        if overlaps(strategy)
+        for player, strategy, _, halves in players[e]
+        if halves
     }
     flush()
     return begun
@@ -146,7 +153,7 @@ def _ask(
 
 def _moves(
     games: Sequence[Game],
-    players: Sequence[Sequence[tuple[Strategy, ObservationView | None]]],
+    players: Sequence[Sequence[Player]],
     episodes: range,
     begun: dict[tuple[int, int], str | None],
 ) -> list[list[tuple[Any, str | None]]]:
@@ -154,11 +161,12 @@ def _moves(
     (`begun`) read in the order asked."""
     moves = [
         [
-            (None, None) if (e, p) in begun else _move(strategy, games[e], p, view)
-            for p, (strategy, view) in enumerate(players[e])
+            (None, None) if halves else _move(strategy, games[e], player, view)
+            for player, strategy, view, halves in players[e]
         ]
         for e in episodes
     ]
     for (e, player), failed in begun.items():
-        moves[e - episodes.start][player] = _finish(players[e][player][0], games[e], player, failed)
+        strategy = players[e][player][1]
+        moves[e - episodes.start][player] = _finish(strategy, games[e], player, failed)
     return moves

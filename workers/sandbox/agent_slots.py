@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.agent_wire import Layout, Observations
-from workers.sandbox.agent_faults import AgentFault
+from workers.sandbox.agent_faults import AgentFault, value_of
 from workers.sandbox.agent_sandbox import SandboxedAgent
 
 
@@ -77,16 +77,18 @@ class SandboxedSlots:
 
     def _read_all(self, count: int) -> None:
         """Every answer of the oldest `many` in flight, each within the step timeout of the one
-        before."""
-        for _ in range(count):
+        before: a value, or what the call raised (the others stand); a fault that ends the
+        process faults every call of it."""
+        try:
+            answers = self.process.finish_many(count, self.step_timeout_s)
+        except Exception as fault:
+            self._outcomes.extend([_Raised(fault)] * count)
+            return
+        for answer in answers:
             try:
-                self._outcomes.append(self.process.finish(self.step_timeout_s))
-            except Exception as fault:  # what the agent raised, as it raised it, or a fault
-                if self.process.dead is None:  # the call's own: the others stand
-                    self._outcomes.append(_Raised(fault))
-                    continue
-                self._outcomes = deque([_Raised(fault)] * count)
-                return
+                self._outcomes.append(value_of(answer, self.process.memory_mb))
+            except Exception as raised:  # what the agent raised, as it raised it
+                self._outcomes.append(_Raised(raised))
 
 
 class SandboxedSlot:
