@@ -72,6 +72,7 @@ class AgentProcess(JailedProcess):
         self.started = time.perf_counter()
         self._asked_at = 0.0  # when the request `finish` answers was sent (monotonic)
         self._pending = 0  # answers to the request begun last not read yet
+        self._ending = False  # an `end` sent to the zygote whose answer is not read yet
         self._buffer = bytearray()
         self._note: str | None = None  # what the agent's side said before it exited
         self.memory_mb = plan.memory_mb
@@ -172,6 +173,8 @@ class AgentProcess(JailedProcess):
     def _fork_unit(self, argument: Any, timeout_s: float) -> None:
         """The zygote forks the unit's child, which makes the agent: requests go to the child's
         socket from now on (the make's answer comes on it)."""
+        if not self.settle():
+            raise AgentFault(self.dead)
         answer, fds = self._ask_zygote("make", argument, timeout_s)
         made = answer.get("ok")
         if not fds or not isinstance(made, dict):
@@ -194,6 +197,10 @@ class AgentProcess(JailedProcess):
     ) -> tuple[dict[str, Any], list[int]]:
         """One request to the zygote and its answer, with the descriptors it passed."""
         self.control.sendall(encode_request(op, argument))
+        return self._zygote_answer(timeout_s)
+
+    def _zygote_answer(self, timeout_s: float) -> tuple[dict[str, Any], list[int]]:
+        """The zygote's next answer, with the descriptors it passed."""
         data, fds, end = bytearray(), list[int](), time.monotonic() + timeout_s
         while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack_from(data)[0]:
             remaining = end - time.monotonic()
@@ -216,28 +223,50 @@ class AgentProcess(JailedProcess):
         return answer, fds
 
     def end_unit(self) -> None:
-        """The unit is over: its child is ended and the jail put back as it was when it
-        started. A jail that cannot be is ended (never reused)."""
+        """The unit is over: the zygote is asked to end its child and put the jail back as it
+        was when it started. Its answer is read when the jail is next taken (`settle`): the
+        worker stores the unit's result meanwhile."""
         if self.unit is None or self.control.fileno() < 0:
             return
+        self._leave_child()
         try:
-            ended = self._end_child(0)
-        except (AgentFault, OSError):
+            self.control.sendall(encode_request("end", {"wait_s": 0}))
+        except OSError:
             self._end("its jail did not end the unit")
             return
+        self._ending = True
         self.dead = self.dead or "the unit's agent was ended with its unit"
-        if not ended.get("clean"):
-            self._end("its jail could not be put back as it was")
+
+    def settle(self) -> bool:
+        """Whether the jail can serve another unit, once the zygote has said how the last one
+        ended (a jail it could not put back as it was is ended, never reused)."""
+        if self._ending:
+            self._ending = False
+            try:
+                ended, fds = self._zygote_answer(END_TIMEOUT_S)
+            except (AgentFault, OSError):
+                self._end("its jail did not end the unit")
+                return False
+            for fd in fds:
+                os.close(fd)
+            if not isinstance(ended.get("ok"), dict) or not ended["ok"].get("clean"):
+                self._end("its jail could not be put back as it was")
+                return False
+        return self.control.fileno() >= 0
+
+    def _leave_child(self) -> None:
+        """Requests go to the zygote again; the unit child reads its socket's end and exits."""
+        unit_sock = self.sock
+        self._use(self.control)
+        if unit_sock is not self.control:
+            unit_sock.close()
+        self._buffer.clear()
+        self.unit = None
 
     def _end_child(self, wait_s: float) -> dict[str, Any]:
         """The zygote's word on the unit child: `code` (bwrap's way: 128 + a signal), its CPU
         seconds, and whether the jail is clean again."""
-        unit_sock = self.sock
-        self._use(self.control)
-        if unit_sock is not self.control:
-            unit_sock.close()  # the child reads its end: it would exit by itself
-        self._buffer.clear()
-        self.unit = None
+        self._leave_child()
         answer, fds = self._ask_zygote("end", {"wait_s": wait_s}, END_TIMEOUT_S + wait_s)
         for fd in fds:
             os.close(fd)
@@ -261,7 +290,7 @@ class AgentProcess(JailedProcess):
         for fd, _ in self._poll.poll(0):
             if fd == self.output:
                 self._forward_output()
-            else:
+            elif not (self._ending and fd == self.control.fileno()):  # that: `settle` reads it
                 return False  # an answer nobody asked for, or the socket closed
         return True
 

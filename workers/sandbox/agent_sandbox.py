@@ -201,6 +201,9 @@ def untrusted_agent(
     anything of the agent's runs; AgentSandboxUnavailable where no jail can start."""
     key = process_key(source, expected, limits)
     process = POOL.take(key)
+    if process is not None and not process.settle():  # how its last unit ended, read now
+        process.close()
+        process = None
     if process is None:
         process = AgentProcess(plan_for(source, limits), limits.start_timeout_s)
     try:
