@@ -118,16 +118,23 @@ def alympics(args: argparse.Namespace) -> None:
     units = workload.expand(validate_batch(spec))
     rates: dict[str, list[float]] = {m: [] for m in MODES}
     results: dict[str, Any] = {}
+    # Seconds of the multi-round and the one-shot match sets, by mode (each run's sum).
+    kinds: dict[tuple[str, bool], list[float]] = {}
     for repeat in range(args.repeat + 1):
         for mode in MODES if repeat % 2 == 0 else MODES[::-1]:
             trusting(mode)
-            started = time.perf_counter()
-            done = [execute_unit(workload, unit).result for unit in units]
+            started, done, took = time.perf_counter(), [], {True: 0.0, False: 0.0}
+            for unit in units:
+                unit_started = time.perf_counter()
+                done.append(execute_unit(workload, unit).result)
+                took[unit.payload["rounds"] > 1] += time.perf_counter() - unit_started
             wall = time.perf_counter() - started
             assert all(r.status == "ok" for r in done), [r.reason for r in done if r.reason]
             results[mode] = [r.result for r in done]
             if repeat:
                 rates[mode].append(len(units) / wall)
+                for multi, seconds in took.items():
+                    kinds.setdefault((mode, multi), []).append(seconds)
     assert results[MODES[0]] == results[MODES[1]], "match sets differ"
     inside, sandboxed = (statistics.median(rates[m]) for m in MODES)
     moves = sum(u.payload["rounds"] * u.payload["episodes"] for u in units)
@@ -137,6 +144,12 @@ def alympics(args: argparse.Namespace) -> None:
         f"runs each: in process {inside:.1f} match sets/s, sandboxed {sandboxed:.1f}: "
         f"{sandboxed / inside:.2f}x (+{extra_us:.1f} us a move)"
     )
+    for multi, name in ((True, "multi-round"), (False, "one-shot")):
+        here, there = (statistics.median(kinds[mode, multi]) for mode in MODES)
+        console.print(
+            f"  the {name} match sets: in process {here * 1e3:.1f} ms, sandboxed "
+            f"{there * 1e3:.1f} ms: {here / there:.2f}x"
+        )
 
 
 def timed(process: AgentProcess, op: str, argument: Any) -> float:
