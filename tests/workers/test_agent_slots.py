@@ -14,10 +14,9 @@ import pytest
 
 from tasks.execute import execute_unit
 from tasks.workloads import get_workload, validate_batch
-from tests.needs import unavailable
+from tests.needs import require_bwrap
 from tests.workers.jails import no_jail_here
 from workers.games import GAMES
-from workers.sandbox import bwrap
 from workers.sandbox.agent_process import AgentProcessDied, AgentRaised, AgentTimedOut
 from workers.sandbox.agent_sandbox import AgentLimits, AgentSource, untrusted_agent
 from workers.sandbox.agent_slots import SandboxedSlots
@@ -27,9 +26,7 @@ LIMITS = AgentLimits(memory_mb=512, start_timeout_s=60)
 
 @pytest.fixture(autouse=True)
 def needs_bwrap() -> None:
-    why = bwrap.probe()
-    if why is not None:
-        unavailable(f"the agent sandbox needs bubblewrap: {why}")
+    require_bwrap()
 
 
 @contextmanager
