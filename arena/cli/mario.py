@@ -102,8 +102,9 @@ def watch_command(
     interval: float,
     workers: int | None,
 ) -> None:
-    """Submit every checkpoint <run>@<steps>.zip that appears in FOLDER, each once, as agent
-    <run>@<steps> on the protocol's board, until Ctrl-C (--once: what is there, then exit).
+    """Submit every checkpoint <run>@<steps>.zip (or SB3 CheckpointCallback's
+    <run>_<steps>_steps.zip) that appears in FOLDER, each once, as agent <run>@<steps> on the
+    protocol's board, until Ctrl-C (--once: what is there, then exit).
     With no ARENA_REDIS_URL they run on the embedded cluster, started for the watch: each
     result is printed as it ends (--once waits for them, then prints the board)."""
     pre = {
@@ -123,7 +124,9 @@ def watch_command(
         device=device,
     )
     if not once:
-        click.echo(f"watching {folder} for <run>@<steps>.zip (Ctrl-C to stop)")
+        click.echo(
+            f"watching {folder} for <run>@<steps>.zip, <run>_<steps>_steps.zip (Ctrl-C to stop)"
+        )
     watched = Watched()  # what was done so far, when Ctrl-C stops the watch
     bars = terminal.follow(show=True)  # a progress bar per evaluation waited for, as `arena run`
     try:

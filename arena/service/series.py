@@ -52,6 +52,31 @@ def parse_checkpoint(name: str) -> tuple[str, int] | None:
     return found["run"], int(label[: len(label) - len(unit)]) * UNITS[unit]
 
 
+# SB3's CheckpointCallback(save_freq, save_path, name_prefix) saves the model as
+# `<name_prefix>_<num_timesteps>_steps.zip` (its replay buffer and VecNormalize files are .pkl).
+SB3_CHECKPOINT = re.compile(
+    r"^(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,63})_(?P<steps>[0-9]{1,12})_steps$"
+)
+
+
+def checkpoint_file(stem: str) -> tuple[str, int] | None:
+    """(agent, steps) of a checkpoint file's stem: `<run>@<steps>` names its agent itself;
+    SB3's `<prefix>_<steps>_steps` is the agent `<prefix>@<steps>` as `save_name` would write it
+    (`ppo_mario_1024_steps` -> `ppo_mario@1024`, `_2000_steps` -> `@2k`), so a run's board and
+    series are the same whichever names its files have. None for any other name."""
+    parsed = parse_checkpoint(stem)
+    if parsed is not None:
+        return stem, parsed[1]
+    found = SB3_CHECKPOINT.match(stem)
+    if found is None:
+        return None
+    steps = int(found["steps"])
+    try:
+        return checkpoint_name(found["run"], steps), steps
+    except ValueError as exc:  # the prefix makes a name over 64 characters
+        raise InputError(f"{stem}.zip: {exc}") from None
+
+
 class SeriesPoint(BaseModel):
     """One checkpoint of the run: its row on the board."""
 

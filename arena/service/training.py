@@ -1,8 +1,9 @@
 """Checkpoints evaluated while they train (docs/mario.md, "Evaluating while training"): what the
 SB3 callback (arena/integrations/sb3.py) and `arena mario watch` share. A checkpoint
-`<folder>/<run>@<steps>.zip` becomes a one-agent Mario batch, its agent named `<run>@<steps>`,
-under a template's levels, protocol and params, so every checkpoint of a run lands on the same
-board (the protocol's) and forms a series there (arena/service/series.py).
+`<folder>/<run>@<steps>.zip` (or SB3's `<run>_<steps>_steps.zip`) becomes a one-agent Mario
+batch, its agent named `<run>@<steps>`, under a template's levels, protocol and params, so every
+checkpoint of a run lands on the same board (the protocol's) and forms a series there
+(arena/service/series.py).
 
 Where it runs: the cluster at ARENA_REDIS_URL, or (none set) the data folder's embedded
 cluster, attached to (started if none runs) while the caller runs (`evaluation_cluster`): two
@@ -25,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 from arena.embedded.attach import resume_orphan
 from arena.service.boards import Board, boards_made
 from arena.service.cluster import Follow, connect, on_embedded
-from arena.service.series import SeriesPoint, checkpoint_name, parse_checkpoint, point_of
+from arena.service.series import (
+    SeriesPoint,
+    checkpoint_file,
+    checkpoint_name,
+    parse_checkpoint,
+    point_of,
+)
 from arena.service.waiting import Unwatched, wait
 from tasks.records import FINISHED
 from tasks.settings import ArenaSettings, load_settings
@@ -182,11 +189,29 @@ def whole_zip(path: Path) -> bool:
         return False
 
 
+def checkpoint_files(folder: Path) -> dict[Path, tuple[str, int]]:
+    """The checkpoint files in `folder` (not its subfolders), each with its agent and steps
+    (`checkpoint_file`); two files that would be one agent are refused, naming both."""
+    files: dict[Path, tuple[str, int]] = {}
+    owner: dict[str, Path] = {}
+    for path in sorted(folder.glob("*.zip")):
+        parsed = checkpoint_file(path.stem)
+        if parsed is None:
+            continue
+        if parsed[0] in owner:
+            raise InputError(
+                f"{owner[parsed[0]].name} and {path.name} are both agent {parsed[0]}: "
+                "keep one of them in the folder"
+            )
+        owner[parsed[0]], files[path] = path, parsed
+    return files
+
+
 @dataclass
 class CheckpointFolder:
-    """The checkpoints that appear in a folder (`<run>@<steps>.zip`, not in subfolders), each
-    given out once, when whole: its size and modification time unchanged since the previous
-    look, and a complete .zip."""
+    """The checkpoints that appear in a folder (`<run>@<steps>.zip` or SB3's
+    `<prefix>_<steps>_steps.zip`, not in subfolders), each given out once, when whole: its size
+    and modification time unchanged since the previous look, and a complete .zip."""
 
     folder: Path
     seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (size, mtime_ns)
@@ -195,19 +220,18 @@ class CheckpointFolder:
     def look(self) -> list[tuple[Path, str]]:
         """The new whole checkpoints since the last look: (path, agent name), by steps."""
         found = []
-        for path in sorted(self.folder.glob("*.zip")):
-            parsed = parse_checkpoint(path.stem)
-            if parsed is None or path.stem in self.given or not path.is_file():
+        for path, (name, steps) in checkpoint_files(self.folder).items():
+            if name in self.given or not path.is_file():
                 continue
             try:
                 stat = path.stat()
             except OSError:  # removed since it was listed
                 continue
             now = (stat.st_size, stat.st_mtime_ns)
-            before, self.seen[path.stem] = self.seen.get(path.stem), now
+            before, self.seen[name] = self.seen.get(name), now
             if before == now and whole_zip(path):
-                self.given.add(path.stem)
-                found.append((parsed[1], path, path.stem))
+                self.given.add(name)
+                found.append((steps, path, name))
         return [(path, name) for _, path, name in sorted(found)]
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.service.training import CheckpointFolder, whole_zip
+from arena.service.series import checkpoint_file
+from arena.service.training import CheckpointFolder, save_name, whole_zip
 from tasks.store import Store
 from tests.integration.conftest import ARENA, ROOT, arena
 from tests.integration.test_mario import embedded_env
@@ -185,3 +186,62 @@ def test_watch_on_the_embedded_default_evaluates_new_checkpoints_until_ctrl_c(
             watcher.wait(10)
     assert out.read_text().rstrip().endswith("stopped"), out.read_text()
     assert_series_is_the_board(env, ["ppo-a@1k", "ppo-a@2k"])
+
+
+def test_checkpoint_callback_names_are_the_runs_agents(tmp_path: Path) -> None:
+    """SB3's `<prefix>_<steps>_steps` is the agent `save_name` would write for the same steps;
+    other names are not checkpoints."""
+    assert checkpoint_file("ppo_mario_1024_steps") == ("ppo_mario@1024", 1024)
+    assert checkpoint_file("ppo_mario_2000_steps") == ("ppo_mario@2k", 2000)
+    assert checkpoint_file("ppo-a@2k") == ("ppo-a@2k", 2000)
+    assert save_name("ppo_mario", 2000) == "ppo_mario@2k.zip"
+    for other in ("ppo_mario_steps", "ppo_mario_1024", "_1024_steps", "ppo mario_1024_steps"):
+        assert checkpoint_file(other) is None, other
+
+
+def test_watch_once_submits_a_checkpoint_callback_folder(
+    tmp_path: Path, cluster_env: dict[str, str], db: Store
+) -> None:
+    """A real PPO run saving through SB3's own CheckpointCallback (with its VecNormalize side
+    files): every checkpoint is submitted, named `<prefix>@<steps>`; a second file that would be
+    the same agent is one line of error naming both (exit 2), never a silent pick. Before
+    (c3f317a) the watch read only `<run>@<steps>.zip`: "0 checkpoints submitted", exit 0."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed")
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from tests.mario.sb3_models import RIGHT_ONLY_ACTIONS, ToyFrames
+
+    folder = tmp_path / "checkpoints"
+    env = VecNormalize(
+        DummyVecEnv([lambda: ToyFrames((2, 48, 48), RIGHT_ONLY_ACTIONS)]), norm_obs=False
+    )
+    saves = CheckpointCallback(64, str(folder), name_prefix="ppo_mario", save_vecnormalize=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # torch's default (all cores) is slow beside other processes
+    try:
+        model = PPO("CnnPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+        model.learn(total_timesteps=192, callback=saves)
+    finally:
+        torch.set_num_threads(threads)
+    steps = [64, 128, 192]
+    assert {p.name for p in folder.iterdir()} == {
+        *(f"ppo_mario_{n}_steps.zip" for n in steps),
+        *(f"ppo_mario_vecnormalize_{n}_steps.pkl" for n in steps),
+    }
+    args = ["mario", "watch", str(folder), "--once", "--interval", "0.3", *SMALL]
+    ran = arena(*args, env=cluster_env)
+    assert ran.returncode == 0, ran.stderr
+    for n in steps:
+        assert f"ppo_mario@{n}: submitted" in ran.stdout, ran.stdout
+    assert ran.stdout.rstrip().endswith("3 checkpoints submitted")
+    agents = sorted(a for b in db.batch_ids(10) for a in db.batch(b).identity.agents)  # type: ignore[union-attr]
+    assert agents == sorted(f"ppo_mario@{n}" for n in steps)
+    shutil.copy(folder / "ppo_mario_128_steps.zip", folder / "ppo_mario@128.zip")
+    twice = arena(*args, env=cluster_env)
+    assert twice.returncode == 2 and twice.stderr.count("\n") == 1, twice.stderr
+    assert "ppo_mario@128.zip and ppo_mario_128_steps.zip" in twice.stderr, twice.stderr
+    assert len(db.batch_ids(10)) == 3  # nothing submitted by the refused watch
