@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 
 from pydantic import BaseModel, ConfigDict
@@ -11,6 +12,17 @@ class StrictModel(BaseModel):
     """Base for every boundary model: unknown keys are refused, values are not coerced from text."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def competition_ranks(keys: Sequence[Hashable]) -> list[int]:
+    """The ranks of items already in rank order, by standard competition ranking ("1, 2, 2, 4"):
+    an item whose key equals the one before it is tied with it and shares its rank; the next
+    item ranks by its position. Every front door (board, table, --json, page, report, race)
+    ranks with this, so tied rows read the same everywhere (docs/reports.md)."""
+    ranks: list[int] = []
+    for position, key in enumerate(keys, start=1):
+        ranks.append(ranks[-1] if ranks and key == keys[position - 2] else position)
+    return ranks
 
 
 def clamp(value: float, low: float, high: float) -> float:

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from scoring._common import StrictModel
+from scoring._common import StrictModel, competition_ranks
 from scoring.stats import bootstrap_interval, interquartile_mean, wilson_interval
 
 LEVEL_COMPLETION_BONUS = 1_000_000
@@ -217,18 +217,16 @@ class RankedAgent(StrictModel):
     stats: AggregateStats
 
 
-def _rank_key(stats: AggregateStats) -> tuple[float, float, float, float]:
-    # Best score, then the rubric's tiebreakers: success rate, average score, fewer steps.
+def rank_key(stats: AggregateStats) -> tuple[float, float, float, float]:
+    """Best score, then the rubric's tiebreakers: success rate, average score, fewer steps."""
     return (-stats.arena_score, -stats.success_rate, -stats.mean_score, stats.avg_steps)
 
 
 def rank(agents: dict[str, AggregateStats]) -> list[RankedAgent]:
     """Competition ranking (1, 1, 3): agents equal on every tiebreaker share a rank."""
-    ordered = sorted(agents.items(), key=lambda item: (_rank_key(item[1]), item[0]))
-    ranked: list[RankedAgent] = []
-    for position, (name, stats) in enumerate(ordered, start=1):
-        shares = ranked and _rank_key(ranked[-1].stats) == _rank_key(stats)
-        ranked.append(
-            RankedAgent(rank=ranked[-1].rank if shares else position, name=name, stats=stats)
-        )
-    return ranked
+    ordered = sorted(agents.items(), key=lambda item: (rank_key(item[1]), item[0]))
+    ranks = competition_ranks([rank_key(stats) for _, stats in ordered])
+    return [
+        RankedAgent(rank=r, name=name, stats=stats)
+        for r, (name, stats) in zip(ranks, ordered, strict=True)
+    ]

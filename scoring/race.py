@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from scoring._common import StrictModel, format_half_up
+from scoring._common import StrictModel, competition_ranks, format_half_up
 from scoring.race_dimensions import Score
 
 DimensionName = Literal["build", "tests", "lint", "diff_size", "speed"]
@@ -199,19 +199,11 @@ def score_agents(
 def rank_agents(agents: Sequence[AgentScore]) -> list[ScoredAgent]:
     """By composite, descending; exact ties share a rank, listed by name."""
     ordered = sorted(agents, key=lambda a: (-a.composite, a.name))
-    ranked: list[ScoredAgent] = []
-    for position, agent in enumerate(ordered, start=1):
-        tie = ranked and ranked[-1].composite == agent.composite
-        ranked.append(
-            ScoredAgent(
-                rank=ranked[-1].rank if tie else position,
-                name=agent.name,
-                composite=agent.composite,
-                scores=agent.scores,
-                notes=agent.notes,
-            )
-        )
-    return ranked
+    ranks = competition_ranks([a.composite for a in ordered])
+    return [
+        ScoredAgent(rank=r, name=a.name, composite=a.composite, scores=a.scores, notes=a.notes)
+        for r, a in zip(ranks, ordered, strict=True)
+    ]
 
 
 def tied_at_top(ranked: Sequence[ScoredAgent]) -> list[str]:

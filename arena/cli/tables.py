@@ -26,7 +26,7 @@ from arena.service.numbers import (
     with_interval,
 )
 from tasks.store import LeaderboardRow
-from tasks.workloads.base import Column, IntervalSpec, Workload
+from tasks.workloads.base import Column, IntervalSpec
 
 OVERLAP_MARK = "≈"
 OVERLAP_CAPTION = f"{OVERLAP_MARK} interval overlaps the row above: not separated"
@@ -61,10 +61,11 @@ def _has_errors(rows: Sequence[LeaderboardRow], column: Column) -> bool:
     return any((as_number(stat(r.stats, column.key)) or 0) > 0 for r in rows)
 
 
-def _columns(rows: Sequence[LeaderboardRow], workload: Workload | None) -> list[_Cells]:
+def _columns(board: Board) -> list[_Cells]:
     """Rank, agent, score, then what the workload declares, in that order."""
+    rows, workload = board.rows, board.workload
     columns = [
-        _Cells("#", [str(rank) for rank in range(1, len(rows) + 1)]),
+        _Cells("#", [str(rank) for rank in board.ranks]),
         _Cells("Agent", [r.agent for r in rows], justify="left", flexible=True),
         _Cells(
             workload.score_header if workload else "Score",
@@ -102,7 +103,7 @@ def _wrapped_headers(columns: Sequence[_Cells]) -> list[str]:
 
 def leaderboard_table(board: Board) -> Table:
     """The board as a table, in its rank order, with the columns its workload declares."""
-    columns = _columns(board.rows, board.workload)
+    columns = _columns(board)
     marked = any(OVERLAP_MARK in column.cells for column in columns)
     table = Table(
         title=f"Leaderboard: {board.name}",

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scoring._common import competition_ranks
 from tasks.store import LeaderboardRow, Store, as_entries
 from tasks.validation import InputError
 from tasks.workloads import get_workload
-from tasks.workloads.base import Workload
+from tasks.workloads.base import LeaderboardEntry, Workload
 
 
 @dataclass(frozen=True)
@@ -21,15 +22,33 @@ class Board:
     rows: list[LeaderboardRow]
     workload: Workload | None
 
+    @property
+    def ranks(self) -> list[int]:
+        """Each row's rank (`ranks_of`): what the table, --json and the page show."""
+        return ranks_of(as_entries(self.rows), self.workload)
+
     def payload(self) -> list[dict[str, Any]]:
         """The rows as JSON (`arena leaderboard NAME --json`, GET /leaderboards/{name})."""
-        return [{"rank": rank, **row.model_dump()} for rank, row in enumerate(self.rows, 1)]
+        return [
+            {"rank": rank, **row.model_dump()}
+            for rank, row in zip(self.ranks, self.rows, strict=True)
+        ]
 
     def rubric_text(self) -> str | None:
         """The board as its workload's rubric prints it, if it has its own table."""
         if self.workload is None or not self.rows:
             return None
         return self.workload.format_board(self.name, as_entries(self.rows))
+
+
+def ranks_of(ordered: Sequence[LeaderboardEntry], workload: Workload | None) -> list[int]:
+    """The ranks of entries in the workload's rank order, the one tie rule of every front door
+    (table, --json, page, report; the rubric's own tables rank alike): standard competition
+    ranking, "1, 2, 2, 4": entries the workload cannot tell apart (equal on its rank key: Mario's
+    score and tiebreakers, others' score) share the best rank, the next ranks by its position."""
+    if workload is None:  # no rows, or a board whose workload is gone: by score, as stored
+        return competition_ranks([-e.score for e in ordered])
+    return competition_ranks([workload.rank_key(e) for e in ordered])
 
 
 def ranked(rows: list[LeaderboardRow], workload: Workload | None) -> list[LeaderboardRow]:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from arena.service.boards import ranks_of
 from tasks.provenance import Provenance, finished_provenance, provenance_of, utc_iso
 from tasks.redact import redact_text, redact_value
 from tasks.store import BatchStatus, Store, by_board
@@ -82,7 +83,8 @@ def agent_results(
     results: dict[str, dict[str, AgentResult]] = {}
     for board, board_entries in by_board(entries, boards).items():
         ranked = results.setdefault(board, {})
-        for rank, e in enumerate(workload.rank(board_entries), start=1):
+        ordered = workload.rank(board_entries)
+        for rank, e in zip(ranks_of(ordered, workload), ordered, strict=True):
             own = [u for u in units if u.agent == e.agent]
             ranked[e.agent] = AgentResult(
                 rank=rank,

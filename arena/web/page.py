@@ -118,7 +118,7 @@ def board_rows(
     versus: dict[str, Comparison] | None = None,
 ) -> str:
     rows = []
-    for rank, row in enumerate(board.rows, 1):
+    for rank, row in zip(board.ranks, board.rows, strict=True):
         cells = "".join(cell(c, row.stats) for c in columns)
         replay = replay_link(replays.get(row.agent)) if replays else ""
         beats = versus_cell(versus.get(row.agent)) if versus else ""

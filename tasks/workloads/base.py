@@ -383,4 +383,8 @@ class Workload(ABC):
         return tuple(columns)
 
     def rank(self, entries: Sequence[LeaderboardEntry]) -> list[LeaderboardEntry]:
-        return sorted(entries, key=lambda e: (-e.score, e.agent))
+        return sorted(entries, key=lambda e: (self.rank_key(e), e.agent))
+
+    def rank_key(self, entry: LeaderboardEntry) -> tuple[float, ...]:
+        """What orders the board (then the name); equal keys are tied: they share a rank."""
+        return (-entry.score,)

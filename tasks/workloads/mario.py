@@ -24,6 +24,7 @@ from scoring.mario import (
     aggregate_scores,
     compute_arena_score,
     rank,
+    rank_key,
 )
 from scoring.mario_display import format_leaderboard
 from tasks.checkpoint_policy import admit_checkpoints, worker_checkpoint
@@ -214,6 +215,9 @@ class MarioWorkload(Workload):
         by_agent = {e.agent: e for e in entries}
         ranked = rank({e.agent: aggregate_of(e.stats) for e in entries})
         return [by_agent[r.name] for r in ranked]
+
+    def rank_key(self, entry: LeaderboardEntry) -> tuple[float, ...]:
+        return rank_key(aggregate_of(entry.stats))
 
     def format_board(self, name: str, entries: Sequence[LeaderboardEntry]) -> str | None:
         """The rubric's table, with the intervals beside it."""
