@@ -70,11 +70,14 @@ def checkpoint_file(stem: str) -> tuple[str, int] | None:
     found = SB3_CHECKPOINT.match(stem)
     if found is None:
         return None
-    steps = int(found["steps"])
-    try:
-        return checkpoint_name(found["run"], steps), steps
-    except ValueError as exc:  # the prefix makes a name over 64 characters
-        raise InputError(f"{stem}.zip: {exc}") from None
+    run, steps = found["run"], int(found["steps"])
+    name = f"{run}@{steps_label(steps)}"
+    if len(name) > 64:
+        raise InputError(
+            f"{stem}.zip: its agent {name} is {len(name)} characters (at most 64): "
+            "a shorter name_prefix"
+        )
+    return checkpoint_name(run, steps), steps
 
 
 class SeriesPoint(BaseModel):

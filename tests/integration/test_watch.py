@@ -20,6 +20,7 @@ import pytest
 from arena.service.series import checkpoint_file
 from arena.service.training import CheckpointFolder, save_name, whole_zip
 from tasks.store import Store
+from tasks.validation import InputError
 from tests.integration.conftest import ARENA, ROOT, arena
 from tests.integration.test_mario import embedded_env
 
@@ -197,6 +198,10 @@ def test_checkpoint_callback_names_are_the_runs_agents(tmp_path: Path) -> None:
     assert save_name("ppo_mario", 2000) == "ppo_mario@2k.zip"
     for other in ("ppo_mario_steps", "ppo_mario_1024", "_1024_steps", "ppo mario_1024_steps"):
         assert checkpoint_file(other) is None, other
+    with pytest.raises(
+        InputError, match=r"^r{60}_1024_steps\.zip: .* is 65 characters \(at most 64\)"
+    ):
+        checkpoint_file("r" * 60 + "_1024_steps")  # an agent name over 64 characters
 
 
 def test_watch_once_submits_a_checkpoint_callback_folder(
