@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 from celery import Celery, signals
+from kombu.message import Message
 from redis.retry import Retry
 
 from tasks.outage import NoticeReconnect, Outage, QuietReconnects, ignore_cancel_notice
@@ -99,3 +100,32 @@ def install(app: Celery) -> None:
     logging.getLogger("kombu.transport.redis").addFilter(QuietRefusals())
     app.steps["consumer"].add(NoticeReconnect)
     signals.worker_ready.connect(ignore_cancel_notice, weak=False)
+    refused_acks_let_go()
+
+
+def refused_acks_let_go() -> None:
+    """Celery acknowledges a message catching connection errors only, so a write refused on the
+    ack itself (kombu's pipeline on `unacked`, during MISCONF or OOM) ended the consumer:
+    "Unrecoverable error", the worker restarted, its refusal never said ended. The ack is let
+    go instead, in one line: the message stays in `unacked`, the watchdog hands it out again
+    as held by a lost worker, and its units find their results stored (the first stands:
+    tasks/lua/store_results.lua)."""
+    original = Message.ack_log_error
+    if getattr(original, "lets_refusals_go", False):
+        return
+
+    def ack_log_error(self: Message, logger: Any, errors: Any, multiple: bool = False) -> None:
+        try:
+            original(self, logger, errors, multiple=multiple)  # type: ignore[no-untyped-call]
+        except redis.ResponseError as exc:
+            why = refused_writes(exc)
+            if why is None:
+                raise
+            logging.getLogger("arena.worker").warning(
+                "a finished chunk's acknowledgement was refused (%s); it is handed out again "
+                "and finds its units stored",
+                " ".join(str(exc).split())[:200],
+            )
+
+    ack_log_error.lets_refusals_go = True  # type: ignore[attr-defined]
+    Message.ack_log_error = ack_log_error  # type: ignore[method-assign]

@@ -131,7 +131,8 @@ def test_entries_keep_the_workloads_rank_order(client: TestClient, db: Store) ->
     for _ in range(2):  # built, then kept
         entries = client.get("/leaderboards/ties").json()["entries"]
         assert [e["agent"] for e in entries] == RANKED
-        assert [e["rank"] for e in entries] == [1, 2, 3, 4]
+        # greedy and ucb1 tie at 0.5: they share rank 2 (one tie rule, docs/reports.md "Ranks")
+        assert [e["rank"] for e in entries] == [1, 2, 2, 4]
     assert [r.agent for r in boards.read_board(db, "ties").rows] == RANKED
 
 
