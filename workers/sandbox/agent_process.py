@@ -119,19 +119,7 @@ class AgentProcess(JailedProcess):
     def finish(self, timeout_s: float) -> Any:
         """The next answer to the request sent last, within `timeout_s` of its sending or of
         the answer before it (each call of a `many` has the step timeout of its own)."""
-        if self.dead is not None:
-            self._pending = 0
-            raise self.fault()
-        try:
-            with self._faults():
-                answer = self._answer(timeout_s, since=self._asked_at)
-        except BaseException:
-            self._pending = 0  # its process ended, or left for the next unit
-            raise
-        self._pending = max(0, self._pending - 1)
-        self._asked_at = time.monotonic()
-        self.limit_hit = self.limit_hit or "memory" in answer
-        return value_of(answer, self.memory_mb)
+        return value_of(self.finish_many(1, timeout_s)[0], self.memory_mb)
 
     def finish_many(self, count: int, timeout_s: float) -> list[dict[str, Any]]:
         """The next `count` answers as they came (agent_faults.value_of reads each), each within
@@ -147,7 +135,7 @@ class AgentProcess(JailedProcess):
                     answers.append(self._answer(timeout_s, since=self._asked_at))
                     self._asked_at = time.monotonic()
         except BaseException:
-            self._pending = 0
+            self._pending = 0  # its process ended, or left for the next unit
             raise
         self._pending = max(0, self._pending - count)
         self.limit_hit = self.limit_hit or any("memory" in answer for answer in answers)
