@@ -70,12 +70,14 @@ def run_command(
     batches.check_run_id(run_id)
     target = check_output_path(output_path) if output_path else None
     batch = with_priority(batches.load_batch(spec), priority)
+    is_race = batch.spec.workload == "race"  # its table, not its board (arena race run's)
     finished = terminal.run_and_show(
         batch,
         fresh,
         workers,
         quiet or as_json,
         run_id=run_id,
+        show_boards=not is_race,
         serve_port=serve_port,
         replay_cache=replay_cache,
     )
@@ -86,6 +88,8 @@ def run_command(
     if as_json:
         summary = finished.report.model_dump(mode="json", exclude={"units"})
         print_json({**summary, "submission": finished.submission.model_dump()})
+    elif is_race and not quiet:
+        exit_for(terminal.show_race(finished, as_json=False))
     exit_for(batches.report_errors(finished.report))
 
 

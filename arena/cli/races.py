@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from arena.cli.terminal import JSON_HELP, OUTPUT_PATH, exit_for, print_json, run_and_show, show_logs
+from arena.cli.terminal import (
+    JSON_HELP,
+    OUTPUT_PATH,
+    exit_for,
+    print_json,
+    run_and_show,
+    show_logs,
+    show_race,
+)
 from arena.service import batches, cluster, races
 from arena.service.race_input import ScoringFlags
 from arena.service.reports import check_output_path, write_report
@@ -110,14 +118,7 @@ def run_command(
         written = write_report(finished.report, target)
         if not as_json:
             click.echo(f"report: {written}")
-    summary = finished.info.summary if finished.info.status == "done" else None
-    if summary:
-        if as_json:
-            print_json(races.results_payload(finished.info))
-        else:
-            click.echo(format_results(summary, finished.info.id))
-    failed = races.failed_line(finished.info.id, summary or {})
-    exit_for(failed or batches.report_errors(finished.report))  # failed: one line, not each unit
+    exit_for(show_race(finished, as_json))
 
 
 def finished_race(batch_ref: str) -> tuple[str, BatchInfo]:

@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from arena.cli.tables import leaderboard_table
-from arena.service.batches import unit_logs
+from arena.service import races as race_results
+from arena.service.batches import report_errors, unit_logs
 from arena.service.boards import Board
 from arena.service.cluster import Finished, open_store, run_batch
 from arena.web.serve import serving
@@ -22,6 +23,7 @@ from tasks.redact import redact_raw, redact_text, redact_value
 from tasks.settings import load_settings
 from tasks.store import BatchInfo
 from tasks.workloads.base import ValidatedBatch
+from tasks.workloads.race_view import format_results
 
 if TYPE_CHECKING:
     from tasks.submit import Submission
@@ -164,3 +166,16 @@ class ProgressBar:
 
     def say(self, line: str) -> None:
         err_console.print(line, soft_wrap=True, highlight=False)
+
+
+def show_race(finished: Finished, as_json: bool) -> str | None:
+    """A race's table (or its JSON) once it ended, for `arena race run` and `arena run`; the
+    line to exit 1 with: the race failed at the start (one line, not each unit) or units erred."""
+    summary = finished.info.summary if finished.info.status == "done" else None
+    if summary:
+        if as_json:
+            print_json(race_results.results_payload(finished.info))
+        else:
+            click.echo(format_results(summary, finished.info.id))
+    failed = race_results.failed_line(finished.info.id, summary or {})
+    return failed or report_errors(finished.report)

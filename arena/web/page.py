@@ -236,7 +236,16 @@ def race_page(api: ApiState, batch_id: str) -> str:
     chart = figure(
         f"/races/{resolved}/chart", "race", numbers, CAPTIONS["race"], f"race {resolved}"
     )
-    body = (
+    # The label it was asked by, when that is one of its runs': a batch keeps only its latest
+    # run's label, and a --fresh rerun of the same commits under another would retitle it.
+    label = batch_id if api.db.run_labels().get(batch_id) == resolved else info.run_id
+    rerun = (
+        f'<p class="rerun">Last run as {e(info.run_id)} (the same commits checked again): '
+        "these are its results.</p>"
+        if label and info.run_id and info.run_id != label
+        else ""
+    )
+    body = rerun + (
         f"<p>Task: {e(summary.get('task'))}<br>Base: {e(summary.get('base'))} · verdict "
         f'<b class="verdict">{e(summary.get("verdict"))}</b> · winner '
         f'<b class="winner">{e(summary.get("winner") or "none")}</b> · '
@@ -247,7 +256,7 @@ def race_page(api: ApiState, batch_id: str) -> str:
         + (f'<h2>Not scored</h2><ul class="errors">{errors}</ul>' if errors else "")
         + f'<p>JSON: <a href="/races/{e(resolved)}">/races/{e(resolved)}</a></p>'
     )
-    return layout(f"Race {info.run_id or resolved[:12]}", body, script=True)
+    return layout(f"Race {label or resolved[:12]}", body, script=True)
 
 
 def failed_or_review(summary: dict[str, Any]) -> str:

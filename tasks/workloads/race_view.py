@@ -44,6 +44,9 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
     counted = [(row["name"], _test_counts(row)) for row in summary["agents"]]
     if any(text for _, text in counted):
         lines += ["", "Tests:"] + [f"  {name}: {text}" for name, text in counted if text]
+    diffs = [(row["name"], _diff_counts(row)) for row in summary["agents"]]
+    if any(text for _, text in diffs):  # the raw numbers DIFF scores (its cell is 0-100)
+        lines += ["", "Diff:"] + [f"  {name}: {text}" for name, text in diffs if text]
     errors = summary.get("errors") or {}
     if verdict is Verdict.FAILED:  # the base's error is the race's: `arena:` says it, once
         errors = {name: why for name, why in errors.items() if name != BASELINE}
@@ -68,6 +71,19 @@ def _test_counts(row: dict[str, Any]) -> str:
         return ""
     shown = [w for w in TEST_WORDS if w in TEST_WORDS[:3] or counts.get(w)]
     return ", ".join(f"{counts.get(w, 0)} {w}" for w in shown)
+
+
+def _diff_counts(row: dict[str, Any]) -> str:
+    """An agent's diff against the base as `git diff --stat` counts it ("+14 −0, 2 files");
+    "" where the diff was not measured."""
+    diff = (row.get("measures") or {}).get("diff") or {}
+    if not diff:
+        return ""
+    files = diff.get("files_changed", 0)
+    return (
+        f"+{diff.get('lines_added', 0)} \u2212{diff.get('lines_removed', 0)}, "
+        f"{files} file{'' if files == 1 else 's'}"
+    )
 
 
 def format_board(name: str, entries: Sequence[LeaderboardEntry]) -> str:
