@@ -31,7 +31,7 @@ from tasks.workloads.base import (
     ValidatedBatch,
     Workload,
 )
-from tasks.workloads.race_config import read_hydra_toml
+from tasks.workloads.race_config import check_groups, read_hydra_toml
 from tasks.workloads.race_reduce import reduce_race
 from tasks.workloads.race_spec import (
     BASELINE,
@@ -94,9 +94,10 @@ class RaceWorkload(Workload):
         else:
             scoring, where = read_hydra_toml(repo, race.base), "hydra.toml: scoring."
         try:
-            RaceParams.model_validate(scoring)
+            params = RaceParams.model_validate(scoring)
         except ValidationError as exc:
             raise InputError(describe_validation_error(exc, prefix=where)) from None
+        check_groups(repo, race.base, params.environment_options(), where)
         generic = {k: data[k] for k in GENERIC_KEYS if k in data}
         item = {"name": ITEM, "task": race.task, "repo": repo, "base": race.base}
         return {**generic, "items": [item], "params": scoring}
@@ -255,7 +256,10 @@ def race_environment(params: RaceParams, settings: ArenaSettings) -> PythonEnvir
         disk_mb=settings.sandbox_disk_mb or None, cache_mb=settings.race_env_cache_mb or None
     )
     return PythonEnvironment(
-        cache_root=root / "arena-race-envs", setup_command=params.setup_command, bounds=bounds
+        cache_root=root / "arena-race-envs",
+        setup_command=params.setup_command,
+        bounds=bounds,
+        options=params.environment_options(),
     )
 
 

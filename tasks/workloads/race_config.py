@@ -3,12 +3,20 @@ from the base ref at submission: an agent's branch cannot change how it is score
 
 from __future__ import annotations
 
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from tasks.validation import InputError
-from workers.race.git import GitError, is_local, read_file, resolve_commit
+from workers.race.git import GitError, git, is_local, read_file, resolve_commit
+from workers.race.requirements import (
+    EnvironmentFailed,
+    EnvironmentOptions,
+    UnknownGroup,
+    chosen_groups,
+    declarations,
+)
 
 CONFIG_FILE = "hydra.toml"
 
@@ -53,3 +61,29 @@ def _missing(repo: str, ref: str) -> bool:
         return resolve_commit(repo, ref) is None
     except GitError:
         return False  # the repository itself: refused when the refs are resolved
+
+
+def check_groups(repo: str, base: str, options: EnvironmentOptions, where: str) -> None:
+    """InputError naming the field when `options` name a group the base does not declare
+    (workers/race/requirements.py); a URL, or declarations the worker will refuse itself, are
+    left to the check."""
+    if options.groups is None or not is_local(repo):
+        return
+    try:
+        names = git("ls-tree", "--name-only", "--end-of-options", base, cwd=Path(repo)).split()
+    except GitError:
+        return  # the base itself is refused when the refs are resolved
+    wanted = [n for n in names if n == "pyproject.toml" or _requirements_file(n)]
+    with tempfile.TemporaryDirectory(prefix="arena-groups-") as folder:
+        for name in wanted:
+            (Path(folder) / name).write_text(read_file(Path(repo), base, name))
+        try:
+            chosen_groups(declarations(Path(folder)), options.groups)
+        except UnknownGroup as exc:
+            raise InputError(f"{where}{exc}") from None
+        except EnvironmentFailed:
+            return
+
+
+def _requirements_file(name: str) -> bool:
+    return name.startswith("requirements") and name.endswith(".txt") and "/" not in name

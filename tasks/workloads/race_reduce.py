@@ -18,6 +18,7 @@ from scoring.race_measures import (
 )
 from scoring.race_measures import DiffStats as ScoredDiff
 from tasks.workloads.base import UnitResult, ValidatedBatch
+from tasks.workloads.race_environments import environments_of
 from tasks.workloads.race_spec import BASELINE, RaceAgentSpec, RaceItem, RaceParams
 from workers.race.check import BASE_ENVIRONMENT_FAILED, CheckError
 
@@ -175,5 +176,6 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
         "baseline": {k: base_raw.get(k) for k in ("commit", "build", "tests", "lint")}
         if base_ok
         else {"error": errors.get(BASELINE, "no baseline check")},
+        "environments": environments_of(results),  # what each held (race_environments.py)
     }
     return summary

@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -20,6 +21,7 @@ from scoring.race import RaceWeights, Thresholds
 from scoring.race_measures import CommandsConfigured
 from tasks.spec import SpecModel
 from tasks.validation import InputError, describe_validation_error
+from workers.race.requirements import EnvironmentOptions
 
 BASELINE = "@baseline"  # the base ref's check; no agent name can start with '@'
 AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}[A-Za-z0-9._-]?$")]
@@ -117,8 +119,10 @@ class RaceParams(SpecModel):
     # Where the commands run (docs/race.md, "The race's environment"): a virtual environment
     # made from what the checked commit declares, the tools the commands name at Arena's pins,
     # then `setup_command` in it. The only kind so far: the worker's own tools (Arena's Python
-    # and its packages) are never offered, since they shadow the project under test.
-    environment: Literal["python"] = "python"
+    # and its packages) are never offered, since they shadow the project under test. A table
+    # chooses what goes in ({groups: [tests], pin_tools: true}; "python" is the default table,
+    # kept as the word so that a race that names no table keeps its fingerprint).
+    environment: EnvironmentOptions = EnvironmentOptions()
     setup_command: Command = None
 
     @field_validator("junit_xml")
@@ -127,6 +131,25 @@ class RaceParams(SpecModel):
         if path is not None and (path.startswith("/") or ".." in path.split("/")):
             raise ValueError("a path inside the checkout (relative, no '..')")
         return path
+
+    @field_validator("environment", mode="before")
+    @classmethod
+    def _kind(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value != "python":
+                raise ValueError(
+                    f"environment: {value[:40]!r} is not an environment kind (python), nor a "
+                    "table ({groups: [tests], pin_tools: true})"
+                )
+            return EnvironmentOptions()
+        return value
+
+    @field_serializer("environment")
+    def _as_word(self, options: EnvironmentOptions) -> str | dict[str, Any]:
+        return "python" if options == EnvironmentOptions() else options.model_dump(mode="json")
+
+    def environment_options(self) -> EnvironmentOptions:
+        return self.environment
 
     def configured(self) -> CommandsConfigured:
         return CommandsConfigured(

@@ -14,6 +14,7 @@ from scoring.race import (
     rank_agents,
 )
 from tasks.workloads.base import LeaderboardEntry
+from tasks.workloads.race_environments import format_environments
 from tasks.workloads.race_spec import BASELINE
 
 
@@ -56,6 +57,7 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
     notes = [(row["name"], note) for row in summary["agents"] for note in row.get("notes", [])]
     if notes:
         lines += ["", "Notes:"] + [f"  {name}: {note}" for name, note in notes]
+    lines += format_environments(summary)  # the versions on record
     return "\n".join(lines)
 
 

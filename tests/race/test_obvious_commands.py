@@ -22,6 +22,7 @@ import pytest
 
 from tasks.execute import execute_batch
 from tasks.workloads import get_workload, validate_batch
+from tasks.workloads.race_view import format_results
 from tests.conftest import RACE_WHEELS
 from tests.needs import require_bwrap, unavailable
 from tests.race.projects import commit, git
@@ -180,6 +181,13 @@ def test_the_obvious_commands_give_the_real_tools_facts(
     assert [e["reused"] for e in first] == [False, True, True, True, True]
     assert len({e["key"] for e in first}) == 1
     assert first[0]["added_tools"] == [TOOL_PINS["pytest"], TOOL_PINS["ruff"]]
+    # Versions on record (issue 36): the summary (`--json`) and the layout name them.
+    versions = {t: TOOL_PINS[t].split("==")[1] for t in ("pytest", "ruff")}
+    (recorded,) = summary["environments"].values()
+    assert recorded["tools"] == versions and recorded["installed"]["pytest"] == versions["pytest"]
+    assert recorded["used_by"] == ["@baseline", "A", "B", "C", "D"]
+    layout = format_results(summary, batch.batch_id)
+    assert f"  tools: pytest {versions['pytest']}, ruff {versions['ruff']}" in layout
     again = [r.result["environment"] for r in execute_batch(batch)]
     assert all(e["reused"] and e["key"] == first[0]["key"] for e in again)
     assert sum(e["duration_s"] for e in again) < first[0]["duration_s"]

@@ -24,6 +24,7 @@ from workers.race.builders import builder_for
 from workers.race.environment import (
     CacheBounds,
     EnvironmentFailed,
+    EnvironmentOptions,
     EnvironmentRun,
     python_environment,
 )
@@ -124,6 +125,7 @@ class PythonEnvironment(BaseModel):
     cache_root: Path
     setup_command: str | None = None
     bounds: CacheBounds = CacheBounds()
+    options: EnvironmentOptions = EnvironmentOptions()  # the groups, pin_tools
 
 
 # `ruff check` (also `python -m ruff check`, `.venv/bin/ruff check`), not `myruff check`.
@@ -288,6 +290,7 @@ def _in_environment(
             result.commit,
             (commands.build, commands.tests, commands.lint),
             environment.bounds,
+            environment.options,
         )
     except EnvironmentFailed as exc:
         # A branch still at the base's commit fails in the base's own words, as the baseline.

@@ -58,7 +58,8 @@ def record_size(env: Path) -> int:
     return size
 
 
-def _size(env: Path) -> int:
+def stored_size(env: Path) -> int:
+    """The environment's size as measured once it was built."""
     try:
         return int((env / SIZE).read_text())
     except (OSError, ValueError):  # built before sizes were kept: measured now, once
@@ -88,7 +89,7 @@ def evict_over(cache_root: Path, quota_bytes: int, keep: str) -> list[str]:
             ready.append((marker.stat().st_mtime, marker.parent))
         except OSError:
             continue  # removed meanwhile
-    total = sum(_size(env) for _, env in ready)
+    total = sum(stored_size(env) for _, env in ready)
     removed = []
     for _, env in sorted(ready):
         if total <= quota_bytes:
@@ -97,11 +98,20 @@ def evict_over(cache_root: Path, quota_bytes: int, keep: str) -> list[str]:
             continue
         with locked(cache_root / f"{env.name}.lock", wait=False) as held:
             if held and (env / READY).is_file():
-                size = _size(env)
+                size = stored_size(env)
                 shutil.rmtree(env, ignore_errors=True)
                 total -= size
                 removed.append(env.name)
     return removed
 
 
-__all__ = ["READY", "UNUSED_KEPT_S", "evict_over", "locked", "prune", "record_size", "tree_size"]
+__all__ = [
+    "READY",
+    "UNUSED_KEPT_S",
+    "evict_over",
+    "locked",
+    "prune",
+    "record_size",
+    "stored_size",
+    "tree_size",
+]
