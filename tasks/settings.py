@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tasks.data_dir import default_data_dir
 from tasks.redis_url import URL_SCHEMES, check_url
 from tasks.validation import InputError
 
@@ -27,8 +28,9 @@ class ArenaSettings(BaseSettings):
     redis_master: str = Field("arena", min_length=1, max_length=200, pattern=r"^[\w.\-]+$")
     redis_wait_replicas: int = Field(0, ge=0, le=64)
     redis_wait_timeout_s: float = Field(1.0, gt=0, le=600, allow_inf_nan=False)
-    # Where the embedded Redis keeps its data (leaderboards survive between runs).
-    data_dir: Path = Path(".arena-data")
+    # Where the embedded Redis keeps its data (leaderboards survive between runs). Unset:
+    # .arena-data here, or .git/arena-data inside a repository that does not ignore it.
+    data_dir: Path = Field(default_factory=default_data_dir)
     key_prefix: str = "arena:"
     # Embedded mode: local worker processes (default: one per core).
     workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=1024)

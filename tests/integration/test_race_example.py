@@ -7,6 +7,7 @@ branches' files in examples/make_race_repo.py. Before (c3f317a) there was no rac
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -62,3 +63,38 @@ def test_arena_run_examples_race_yaml_prints_the_races_table(tmp_path):
     assert lines[start : start + 4] == DIFF  # the raw numbers, not only in --json
     assert "carol: build failed: tests and lint not run" in lines
     no_leftovers(tmp_path / "data")
+
+
+def test_racing_the_current_repository_leaves_no_folder_in_it(tmp_path):
+    """`arena race run --repo .` in the raced repository, ARENA_DATA_DIR unset: the data folder
+    goes to `.git/arena-data` (git never shows it), so the repository stays clean, and a later
+    command run anywhere in the repository finds the race. Before (c3f317a) the race left an
+    untracked `.arena-data/` (the embedded Redis's data, socket and logs) in the repository."""
+    repo = tmp_path / "race-repo"
+    made = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "make_race_repo.py"), str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    env = {
+        **{k: v for k, v in embedded_env(tmp_path / "unused").items() if k != "ARENA_DATA_DIR"},
+        "PYTHONPATH": str(ROOT),
+    }
+    flags = ["--task", "add slugify", "--agent", "alice=alice", "--agent", "carol=carol"]
+    flags += ["--build-command", 'python -c "import textkit"', "--duration", "alice=300"]
+    flags += ["--duration", "carol=120"]
+    ran = arena("race", "run", "--repo", ".", *flags, "--json", env=env, cwd=repo)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    batch_id = json.loads(ran.stdout)["batch_id"]
+    assert not (repo / ".arena-data").exists()
+    assert (repo / ".git" / "arena-data" / "redis.log").is_file()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], cwd=repo, capture_output=True, text=True
+    )
+    assert status.returncode == 0 and status.stdout == ""
+    shown = arena("race", "results", batch_id, env=env, cwd=repo / "textkit")
+    assert shown.returncode == 0, shown.stderr
+    assert "Winner: alice (branch: alice)" in shown.stdout
+    no_leftovers(repo / ".git" / "arena-data")
