@@ -92,6 +92,9 @@ class SeriesPoint(BaseModel):
     iqm_score: float | None = None  # interquartile mean of the episodes' scores
     iqm_ci95: Pair | None = None  # bootstrap 95%
     mean_score: float | None = None
+    # The distance view beside the composite score: the mean over episodes of how far right
+    # Mario got (the rubric's max x, in pixels), which no coin or step term moves.
+    avg_max_x: float | None = None
     episodes: int | None = None
     failed: int | None = None
     # P(this checkpoint beats the previous one) as `arena compare BOARD THIS PREVIOUS` gives it
@@ -121,6 +124,7 @@ def point_of(row: LeaderboardRow, steps: int) -> SeriesPoint:
         iqm_score=as_number(stat(stats, "iqm_score")),
         iqm_ci95=pair(stat(stats, "iqm_ci95")),
         mean_score=as_number(stat(stats, "mean_score")),
+        avg_max_x=as_number(stat(stats, "avg_max_x")),
         episodes=None if episodes is None else int(episodes),
         failed=None if failed is None else int(failed),
     )
