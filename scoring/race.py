@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 
 from scoring._common import StrictModel, competition_ranks, format_half_up
 from scoring.race_dimensions import Score
+from scoring.race_tests import TestChanges
 
 DimensionName = Literal["build", "tests", "lint", "diff_size", "speed"]
 DIMENSIONS: tuple[DimensionName, ...] = ("build", "tests", "lint", "diff_size", "speed")
@@ -166,6 +167,9 @@ class AgentScore(StrictModel):
     scores: DimensionScores
     composite: float
     notes: list[str] = Field(default_factory=list)
+    # The baseline's tests this branch broke, skipped or no longer runs, by name (None: not
+    # compared); a winner with any is held for review (review_reason).
+    test_changes: TestChanges | None = None
 
 
 class ScoredAgent(StrictModel):
@@ -174,6 +178,7 @@ class ScoredAgent(StrictModel):
     composite: float
     scores: DimensionScores
     notes: list[str] = Field(default_factory=list)
+    test_changes: TestChanges | None = None
 
 
 RankedAgent = ScoredAgent  # its former name
@@ -201,7 +206,14 @@ def rank_agents(agents: Sequence[AgentScore]) -> list[ScoredAgent]:
     ordered = sorted(agents, key=lambda a: (-a.composite, a.name))
     ranks = competition_ranks([a.composite for a in ordered])
     return [
-        ScoredAgent(rank=r, name=a.name, composite=a.composite, scores=a.scores, notes=a.notes)
+        ScoredAgent(
+            rank=r,
+            name=a.name,
+            composite=a.composite,
+            scores=a.scores,
+            notes=a.notes,
+            test_changes=a.test_changes,
+        )
         for r, a in zip(ranks, ordered, strict=True)
     ]
 
@@ -221,8 +233,8 @@ def race_verdict(
     unchecked: Collection[str] = (),
 ) -> Verdict:
     """Winner >= auto_merge_minimum: auto-merge, unless held for review (review_reason: a tie
-    at the top, or an agent in `unchecked`, whose check could not run); winner < fail_maximum:
-    all failed; else review."""
+    at the top, an agent in `unchecked`, whose check could not run, or a winner that broke or
+    skipped a baseline test); winner < fail_maximum: all failed; else review."""
     limits = thresholds or Thresholds()
     if not ranked:
         return Verdict.ALL_FAILED
@@ -239,8 +251,10 @@ def review_reason(
     ranked: Sequence[ScoredAgent], thresholds: Thresholds, unchecked: Collection[str] = ()
 ) -> str | None:
     """Why a winner at or above auto_merge_minimum is not auto-merged: a tie at the top (no
-    name order may pick), or agents that could not be checked (a branch nobody scored might
-    have won: a person looks). None when nothing holds it back."""
+    name order may pick), agents that could not be checked (a branch nobody scored might
+    have won: a person looks), or a winner that broke, skipped or dropped baseline tests (the
+    seed compares counts only: one broken test and two added pass its regression term; the
+    tests are named). None when nothing holds it back."""
     if not ranked or ranked[0].composite < thresholds.auto_merge_minimum:
         return None
     reasons = []
@@ -249,6 +263,9 @@ def review_reason(
         reasons.append(f"{', '.join(tied)} tie at the top")
     if unchecked:
         reasons.append(f"{', '.join(unchecked)} could not be checked")
+    changes = ranked[0].test_changes
+    if len(tied) == 1 and changes is not None and changes.holds:
+        reasons.append(f"{ranked[0].name} {changes.describe()}")
     return "; ".join(reasons) or None
 
 
@@ -315,7 +332,13 @@ def _cell(label: str, value: float | None, build_failed: bool) -> str:
         return f"[{label}: --]"
     if label == "BUILD":
         return f"[{label}: {'✓' if value > 0 else '✗'}]"
-    return f"[{label}: {format_half_up(value)}]"
+    return f"[{label}: {format_dimension(value)}]"
+
+
+def format_dimension(value: float) -> str:
+    """A dimension's score as a whole number when it is one, else with one decimal (half up):
+    99.73 reads 99.7, never 100 as a rounded 100 would."""
+    return format_half_up(value) if float(value).is_integer() else format_half_up(value, 1)
 
 
 def format_race_results(

@@ -35,6 +35,7 @@ from scoring.race_dimensions import (
     score_speed,
     score_tests_outcome,
 )
+from scoring.race_tests import TestChanges
 
 
 class DiffStats(StrictModel):
@@ -58,6 +59,9 @@ class AgentMeasures(StrictModel):
     lint: LintOutcome | None = None
     diff: DiffStats
     duration_s: Duration | None = None  # speed is measured iff every agent has one
+    # The baseline's tests this branch broke or skipped, by name (scoring/race_tests.py,
+    # compare_cases); None: not compared. Changes no score; holds a winner for review.
+    test_changes: TestChanges | None = None
 
 
 class BaselineMeasures(StrictModel):
@@ -184,5 +188,13 @@ def score_race(measures: RaceMeasures) -> RaceOutcome:
         scores, rule_notes = apply_race_rules(given, dims, where)
         composite = calculate_composite(scores, measures.weights, dims)
         notes += rule_notes
-        scored.append(AgentScore(name=agent.name, scores=scores, composite=composite, notes=notes))
+        scored.append(
+            AgentScore(
+                name=agent.name,
+                scores=scores,
+                composite=composite,
+                notes=notes,
+                test_changes=agent.test_changes,
+            )
+        )
     return race_outcome(measures.task, dims, scored, measures.thresholds, measures.unchecked)

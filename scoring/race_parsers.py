@@ -62,7 +62,10 @@ def parse_jest(text: str) -> TestCounts | None:
         return None
     found = {w: int(n) for n, w in _JEST_ITEM.findall(tests.group("body"))} if tests else {}
     # A suite that fails to load runs none of its tests; count it as an error so it cannot vanish.
-    broken_suites = sum("Test suite failed to run" in line for line in lines)
+    # Not in the one-line report of `jest --json`, which repeats the message in its JSON.
+    broken_suites = sum(
+        "Test suite failed to run" in line and not line.startswith("{") for line in lines
+    )
     return TestCounts(
         passed=found.get("passed", 0),
         failed=found.get("failed", 0),

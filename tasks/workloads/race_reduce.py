@@ -17,6 +17,7 @@ from scoring.race_measures import (
     score_race,
 )
 from scoring.race_measures import DiffStats as ScoredDiff
+from scoring.race_tests import TestChanges, compare_cases
 from tasks.workloads.base import UnitResult, ValidatedBatch
 from tasks.workloads.race_environments import environments_of
 from tasks.workloads.race_spec import BASELINE, RaceAgentSpec, RaceItem, RaceParams
@@ -42,10 +43,23 @@ def _outcome(run: dict[str, Any] | None, kind: type[Any]) -> Any:
     return kind.model_validate(fields, strict=False)
 
 
+def test_changes(
+    baseline: dict[str, Any] | None, branch: dict[str, Any] | None
+) -> TestChanges | None:
+    """What a branch's test run did to the baseline's tests, by name (scoring.race_tests):
+    None when either run is missing or timed out (a run cut short names only part of them)."""
+    if not baseline or not branch or baseline.get("timed_out") or branch.get("timed_out"):
+        return None
+    return compare_cases(baseline.get("cases"), branch.get("cases"))
+
+
 def agent_measures(
-    agents: dict[str, RaceAgentSpec], by_agent: dict[str, UnitResult]
+    agents: dict[str, RaceAgentSpec],
+    by_agent: dict[str, UnitResult],
+    baseline_tests: dict[str, Any] | None = None,
 ) -> list[AgentMeasures]:
-    """The raw measures of each agent whose check ran (an error result has none)."""
+    """The raw measures of each agent whose check ran (an error result has none), its tests
+    compared by name with `baseline_tests` (the baseline's test run)."""
     return [
         AgentMeasures(
             name=name,
@@ -54,6 +68,7 @@ def agent_measures(
             lint=_outcome(r.result["lint"], LintOutcome),
             diff=ScoredDiff.model_validate(r.result["diff"], strict=False),
             duration_s=agents[name].duration(),
+            test_changes=test_changes(baseline_tests, r.result["tests"]),
         )
         for name, r in by_agent.items()
         if name != BASELINE and r.status == "ok"
@@ -130,6 +145,18 @@ def failed_summary(
     }
 
 
+def baseline_measures(base_raw: dict[str, Any]) -> dict[str, Any]:
+    """The baseline's commit and runs as the summary shows them: its tests' names are counted
+    (`named_tests`), not listed (every agent's changes name the ones that matter)."""
+    shown = {k: base_raw.get(k) for k in ("commit", "build", "tests", "lint")}
+    tests = shown.get("tests")
+    if tests:
+        cases = tests.get("cases")
+        named = len(cases) if cases is not None else None
+        shown["tests"] = {**{k: v for k, v in tests.items() if k != "cases"}, "named_tests": named}
+    return shown
+
+
 def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[str, Any]:
     """The race scored from its checks' raw measures (scoring.race_measures.score_race), and the
     summary `arena race results` prints: ranking, verdict, notes, errors and their measures; or,
@@ -143,7 +170,7 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
         return failed_summary(item, results, base_failed)
     base_ok = baseline is not None and baseline.status == "ok"
     base_raw = baseline.result if baseline is not None and base_ok else {}
-    measures = agent_measures(agents, by_agent)
+    measures = agent_measures(agents, by_agent, base_raw.get("tests"))
     errors = {r.agent: r.reason or "error" for r in results if r.status == "error"}
     unchecked = sorted(errors)  # the baseline as @baseline: no agent name starts with @
     outcome = None
@@ -173,7 +200,7 @@ def reduce_race(batch: ValidatedBatch, results: Sequence[UnitResult]) -> dict[st
         "measured": list(outcome.measured) if outcome else [],
         "agents": ranked,
         "errors": errors,
-        "baseline": {k: base_raw.get(k) for k in ("commit", "build", "tests", "lint")}
+        "baseline": baseline_measures(base_raw)
         if base_ok
         else {"error": errors.get(BASELINE, "no baseline check")},
         "environments": environments_of(results),  # what each held (race_environments.py)

@@ -13,6 +13,7 @@ from scoring.race import (
     format_race_results,
     rank_agents,
 )
+from scoring.race_tests import TestChanges
 from tasks.workloads.base import LeaderboardEntry
 from tasks.workloads.race_environments import format_environments
 from tasks.workloads.race_spec import BASELINE
@@ -45,6 +46,9 @@ def format_results(summary: dict[str, Any], batch_id: str) -> str:
     counted = [(row["name"], _test_counts(row)) for row in summary["agents"]]
     if any(text for _, text in counted):
         lines += ["", "Tests:"] + [f"  {name}: {text}" for name, text in counted if text]
+    changed = [(row["name"], _changed_tests(row)) for row in summary["agents"]]
+    if any(text for _, text in changed):  # by name: what the seed's counts cannot see
+        lines += ["", "Baseline tests:"] + [f"  {name}: {text}" for name, text in changed if text]
     diffs = [(row["name"], _diff_counts(row)) for row in summary["agents"]]
     if any(text for _, text in diffs):  # the raw numbers DIFF scores (its cell is 0-100)
         lines += ["", "Diff:"] + [f"  {name}: {text}" for name, text in diffs if text]
@@ -86,6 +90,15 @@ def _diff_counts(row: dict[str, Any]) -> str:
         f"+{diff.get('lines_added', 0)} \u2212{diff.get('lines_removed', 0)}, "
         f"{files} file{'' if files == 1 else 's'}"
     )
+
+
+def _changed_tests(row: dict[str, Any]) -> str:
+    """The baseline's tests an agent broke, skipped or no longer runs, named (up to 10 of
+    each; --json has them all); "" where none, or where they were not compared."""
+    changes = row.get("test_changes")
+    if not changes:
+        return ""
+    return TestChanges.model_validate(changes, strict=False).describe(limit=10)
 
 
 def format_board(name: str, entries: Sequence[LeaderboardEntry]) -> str:

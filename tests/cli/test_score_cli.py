@@ -150,8 +150,9 @@ def test_race_raw_measures_example():
     assert out["agents"][0]["measures"]["diff"] == codex["diff"]
     assert out["agents"][2]["notes"] == ["build failed: tests and lint not run"]
     human = arena("score", "race", path).stdout
-    assert "  #1  Codex CLI      97.8 / 100    [BUILD: ✓] [TESTS: 93]  [LINT: 100]" in human
-    assert "[BUILD: ✗] [TESTS: --]  [LINT: --]  [DIFF: 68]  [SPEED: 71]" in human
+    # A dimension that is not a whole number shows one decimal (92.5 read 93 before).
+    assert "  #1  Codex CLI      97.8 / 100    [BUILD: ✓] [TESTS: 92.5] [LINT: 100]" in human
+    assert "[BUILD: ✗] [TESTS: --]   [LINT: --]  [DIFF: 67.6] [SPEED: 70.6]" in human
 
 
 RAW_AGENT = {

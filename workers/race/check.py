@@ -10,7 +10,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +20,7 @@ from scoring.race_dimensions import LintCounts, TestCounts
 from scoring.race_lint import parse_lint_output
 from scoring.race_measures import DiffStats
 from scoring.race_parsers import RunnerName, parse_junit_xml, parse_test_output
+from scoring.race_tests import CaseOutcome
 from workers.race.builders import builder_for
 from workers.race.environment import (
     CacheBounds,
@@ -37,6 +38,7 @@ from workers.race.git import (
     diff_stats,
     git,
 )
+from workers.race.named_tests import named_cases, pytest_report_env, report_path
 from workers.sandbox import (
     CommandResult,
     Sandbox,
@@ -93,6 +95,9 @@ class TestsRun(CommandRun):
 
     runner: str  # the parser that read the counts, or "exit-code"
     counts: TestCounts | None
+    # Each test by name and how it ended, where the runner names every test (named_tests.py);
+    # None where it does not. The reducer compares them with the baseline's.
+    cases: dict[str, CaseOutcome] | None = None
 
 
 class LintRun(CommandRun):
@@ -165,8 +170,9 @@ def _run(
     commands: CheckCommands,
     echo: Callable[[str], None],
     read_only: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> CommandResult:
-    done = session.run(command, commands.timeout_s, read_only=read_only)
+    done = session.run(command, commands.timeout_s, env=env, read_only=read_only)
     status = "timed out" if done.timed_out else f"exit {done.exit_code}"
     echo(f"== {which}: {command} ({status}, {done.duration_s:.2f}s)")
     echo(done.output.rstrip("\n"))
@@ -201,13 +207,17 @@ def _junit_counts(workdir: Path, relative: str) -> TestCounts | None:
     return parse_junit_xml(path.read_text(errors="replace"))
 
 
-def _tests(done: CommandResult, workdir: Path, commands: CheckCommands) -> TestsRun:
+def _tests(
+    done: CommandResult, workdir: Path, commands: CheckCommands, own_report: Path
+) -> TestsRun:
     counts = _junit_counts(workdir, commands.junit_xml) if commands.junit_xml else None
-    if counts is not None:
-        return TestsRun.model_validate({**_fields(done), "runner": "junit", "counts": counts})
-    report = parse_test_output(done.output, done.exit_code or 0, commands.test_runner)
+    runner, found = "junit", counts
+    if counts is None:
+        report = parse_test_output(done.output, done.exit_code or 0, commands.test_runner)
+        runner, found = report.runner, report.counts
+    cases = named_cases(done.output, runner, workdir, own_report, commands.junit_xml)
     return TestsRun.model_validate(
-        {**_fields(done), "runner": report.runner, "counts": report.counts}
+        {**_fields(done), "runner": runner, "counts": found, "cases": cases}
     )
 
 
@@ -342,8 +352,9 @@ def _measure_in(
             echo("== build failed: tests and lint not run")
             return
     if commands.tests:
-        done = _run(session, "tests", commands.tests, commands, echo)
-        result.tests = _tests(done, workdir, commands)
+        own = report_path(workdir)  # pytest's JUnit report, for the tests' names
+        done = _run(session, "tests", commands.tests, commands, echo, env=pytest_report_env(own))
+        result.tests = _tests(done, workdir, commands, own)
     if commands.lint:
         # The linter reads what was committed: the committed paths are read-only to it, and
         # ruff, which would fix them under a `fix = true` config, runs in its no-fix mode.

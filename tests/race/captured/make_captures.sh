@@ -30,7 +30,7 @@
 # Usage: bash make_captures.sh [OUTDIR]
 #   scratch dir: $CAPTURE_WORK or a fresh mktemp dir under /tmp/captures
 #   SECTIONS="junit lint" bash make_captures.sh   regenerates only those sections
-#     (of: pytest jest cargo go junit lint); manifest.json keeps the other sections' cases.
+#     (of: pytest jest cargo go junit lint names); manifest.json keeps the other sections' cases.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,7 +44,7 @@ JEST_VERSION="${JEST_VERSION:-30.5.2}"
 RUFF_VERSION="${RUFF_VERSION:-0.17.6}"
 FLAKE8_VERSION="${FLAKE8_VERSION:-7.5.0}"
 ESLINT_VERSION="${ESLINT_VERSION:-10.15.0}"
-SECTIONS="${SECTIONS:-pytest jest cargo go junit lint}"
+SECTIONS="${SECTIONS:-pytest jest cargo go junit lint names}"
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 echo "scratch dir: $WORK"
 echo "output dir:  $OUT"
@@ -59,7 +59,7 @@ export PATH="/root/.cargo/bin:$PATH"
 
 # ---------------------------------------------------------------- tools ----
 python3 -m venv "$WORK/venv" || exit 1
-if want pytest || want junit; then
+if want pytest || want junit || want names; then
   "$WORK/venv/bin/pip" install -q --disable-pip-version-check "pytest==$PYTEST_VERSION" "pluggy==$PLUGGY_VERSION" || exit 1
 fi
 if want lint; then
@@ -67,7 +67,7 @@ if want lint; then
 fi
 export PATH="$WORK/venv/bin:$PATH"      # `python3` is now the venv's (no extra plugins)
 
-if want jest; then
+if want jest || want names; then
   mkdir -p "$WORK/jestdeps"
   echo '{"name":"jestdeps","private":true}' > "$WORK/jestdeps/package.json"
   (cd "$WORK/jestdeps" && npm install --no-audit --no-fund --save-exact "jest@$JEST_VERSION") || exit 1
@@ -93,6 +93,8 @@ MANIFEST_JSONL="$WORK/manifest.jsonl"
 LINT_JSONL="$WORK/lint_manifest.jsonl"
 : > "$MANIFEST_JSONL"
 : > "$LINT_JSONL"
+NAMES_JSONL="$WORK/names_manifest.jsonl"
+: > "$NAMES_JSONL"
 
 record() { # FILE RUNNER COMMAND EXIT_CODE EXPECTED_JSON NOTE [EXPECTED_SUBTESTS_JSON]
   F="$1" R="$2" C="$3" RC="$4" E="$5" N="$6" S="${7:-}" python3 - >> "$MANIFEST_JSONL" <<'PY'
@@ -360,6 +362,83 @@ capture jest_mixed.txt jest "$J/mixed" "CI=true npx jest" \
 capture jest_load_error.txt jest "$J/load_error" "CI=true npx jest" \
   '{"passed": 2, "failed": 0, "skipped": 0, "errors": 1, "total": 3}' \
   "ok.test.js: 2 pass; broken.test.js has a syntax error so the suite fails to run (counted as 1 error; jest reports it under 'Test Suites: 1 failed', and its 'Tests:' line only counts the 2 passing tests). The code frame contains ANSI colour escapes."
+
+# =============================================================== names =====
+# The same mixed pytest and jest projects, run so that the runner names every test (pytest -rA,
+# jest --json): what a race compares by name (scoring/race_tests.py). names_manifest.json keeps,
+# per file, every test's name and outcome as written by hand from the sources above.
+# capture_names FILE RUNNER DIR COMMAND EXPECTED_CASES_JSON NOTE   (the "names" section)
+capture_names() {
+  local file=$1 runner=$2 dir=$3 cmd=$4 exp=$5 note=$6
+  want names || return 0
+  echo "--- $file: (cd $dir && $cmd)"
+  (cd "$dir" && bash -c "$cmd") > "$OUT/$file" 2>&1
+  local rc=$?
+  echo "    exit code $rc"
+  F="$file" R="$runner" C="$cmd" RC="$rc" E="$exp" N="$note" D="$dir" python3 - >> "$NAMES_JSONL" <<'PY'
+import json, os
+print(json.dumps({"file": os.environ["F"], "runner": os.environ["R"], "command": os.environ["C"],
+                  "exit_code": int(os.environ["RC"]), "root": os.environ["D"],
+                  "expected_cases": json.loads(os.environ["E"]), "note": os.environ["N"]}))
+PY
+}
+capture_names pytest_mixed_ra.txt pytest "$P/mixed" "python3 -m pytest -rA" \
+  '{"test_alpha.py::test_add": "passed", "test_alpha.py::test_sub": "passed", "test_alpha.py::test_mul_wrong": "failed", "test_alpha.py::test_xfail": "xfailed", "test_beta.py::test_uses_broken": "error", "test_beta.py::test_upper": "passed", "test_beta.py::test_strip": "passed", "test_beta.py::test_split_wrong": "failed"}' \
+  "Same project as pytest_mixed.txt, -rA: the short summary names every test by node id, except skipped tests (SKIPPED [1] test_alpha.py:17: reason), which it names by file and line only."
+capture_names jest_json_mixed.txt jest "$J/mixed" "CI=true npx jest --json" \
+  '{"math.test.js › math › add": "passed", "math.test.js › math › sub": "passed", "math.test.js › math › mul": "passed", "math.test.js › math › div is wrong": "failed", "math.test.js › math › pow not ready": "skipped", "str.test.js › upper": "passed", "str.test.js › repeat": "passed", "str.test.js › split is wrong": "failed", "str.test.js › padStart later": "skipped", "str.test.js › implement reverse": "skipped"}' \
+  "Same project as jest_mixed.txt, --json: one JSON line on stdout (absolute suite paths), the usual report on stderr; test.skip is 'pending', test.todo 'todo' (both skipped)."
+capture_names jest_json_load_error.txt jest "$J/load_error" "CI=true npx jest --json" \
+  '{"ok.test.js › one": "passed", "ok.test.js › two": "passed", "broken.test.js": "error"}' \
+  "Same project as jest_load_error.txt, --json: the suite that fails to run has no assertion results, only its failureMessage (named by its file, an error)."
+
+# A baseline and two branches of one jest project: "breaks" breaks one baseline test and adds
+# two, "skips" skips two baseline tests (what a race names: tests/race/test_broken_tests.py).
+for d in names_base names_breaks names_skips; do
+  mkdir -p "$J/$d"
+  echo "{\"name\": \"arena-jest-$d\", \"private\": true, \"scripts\": {\"test\": \"jest\"}}" > "$J/$d/package.json"
+  ln -sfn "$WORK/jestdeps/node_modules" "$J/$d/node_modules"
+done
+cat > "$J/names_base/calc.test.js" <<'EOF'
+describe('calc', () => {
+  test.each([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])('doubles %i', (n) => {
+    expect(n * 2).toBe(n + n);
+  });
+});
+EOF
+cat > "$J/names_breaks/calc.test.js" <<'EOF'
+describe('calc', () => {
+  test.each([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])('doubles %i', (n) => {
+    expect(n === 7 ? n * 2 + 1 : n * 2).toBe(n + n);
+  });
+  test('halves', () => {
+    expect(8 / 2).toBe(4);
+  });
+  test('negates', () => {
+    expect(-3).toBe(0 - 3);
+  });
+});
+EOF
+cat > "$J/names_skips/calc.test.js" <<'EOF'
+describe('calc', () => {
+  test.each([1, 2, 3, 4, 5, 6, 7, 8])('doubles %i', (n) => {
+    expect(n * 2).toBe(n + n);
+  });
+  test.skip.each([9, 10])('doubles %i', (n) => {
+    expect(n * 2).toBe(n + n);
+  });
+});
+EOF
+DOUBLES='"calc.test.js › calc › doubles 1": "passed", "calc.test.js › calc › doubles 2": "passed", "calc.test.js › calc › doubles 3": "passed", "calc.test.js › calc › doubles 4": "passed", "calc.test.js › calc › doubles 5": "passed", "calc.test.js › calc › doubles 6": "passed", "calc.test.js › calc › doubles 8": "passed"'
+capture_names jest_json_names_base.txt jest "$J/names_base" "CI=true npx jest --json" \
+  "{$DOUBLES, \"calc.test.js › calc › doubles 7\": \"passed\", \"calc.test.js › calc › doubles 9\": \"passed\", \"calc.test.js › calc › doubles 10\": \"passed\"}" \
+  "The baseline: 10 tests (test.each), all pass."
+capture_names jest_json_names_breaks.txt jest "$J/names_breaks" "CI=true npx jest --json" \
+  "{$DOUBLES, \"calc.test.js › calc › doubles 7\": \"failed\", \"calc.test.js › calc › doubles 9\": \"passed\", \"calc.test.js › calc › doubles 10\": \"passed\", \"calc.test.js › calc › halves\": \"passed\", \"calc.test.js › calc › negates\": \"passed\"}" \
+  "Breaks 'doubles 7', adds 'halves' and 'negates': 11 pass, 1 fails (more passing tests than the baseline)."
+capture_names jest_json_names_skips.txt jest "$J/names_skips" "CI=true npx jest --json" \
+  "{$DOUBLES, \"calc.test.js › calc › doubles 7\": \"passed\", \"calc.test.js › calc › doubles 9\": \"skipped\", \"calc.test.js › calc › doubles 10\": \"skipped\"}" \
+  "Skips 'doubles 9' and 'doubles 10' (test.skip.each): 8 pass, 2 skipped."
 
 # =============================================================== cargo =====
 R="$WORK/cargo"
@@ -978,5 +1057,15 @@ with open(sys.argv[2], "w") as f:
     json.dump(recs, f, indent=2)
     f.write("\n")
 print(f"wrote {len(recs)} lint cases to {sys.argv[2]}")
+PY
+fi
+if want names; then
+  python3 - "$NAMES_JSONL" "$OUT/names_manifest.json" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+with open(sys.argv[2], "w") as f:
+    json.dump(recs, f, indent=2, ensure_ascii=False)
+    f.write("\n")
+print(f"wrote {len(recs)} name cases to {sys.argv[2]}")
 PY
 fi
