@@ -32,16 +32,16 @@ import math
 import mmap
 import os
 import resource
-import select
 import signal
 import socket
 import sys
 import time
 from typing import Any
 
-from workers.agent_jail import WRITABLE, JailState
+from workers import agent_precompile
 from workers.agent_seccomp import forbid_processes
-from workers.agent_wire import SPIN_S, History, Pacer, encode_answer, receive_request
+from workers.agent_wire import History, Pacer, encode_answer, receive_request
+from workers.agent_zygote import Zygote, send
 
 MAX_REASON = 1000
 STDIO_LIMIT_FILES = 1024
@@ -157,10 +157,6 @@ def make(what: dict[str, Any]) -> Any:
     return load_checkpoint_agent(**what["sb3"])
 
 
-def send(sock: socket.socket, answer: dict[str, Any]) -> None:
-    sock.sendall(encode_answer(answer))
-
-
 def serve(sock: socket.socket, server: Server, spin_s: float, first: Any = None) -> None:
     """Answer requests (`first`, then what comes on the socket) until the worker closes it. A
     `many` request is several episodes' calls, each answered as soon as it is made (the worker
@@ -222,115 +218,18 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-class Zygote:
-    """The fork server: Arena's code only, one unit child at a time (docstring above)."""
-
-    def __init__(self, control: socket.socket, config: dict[str, Any]) -> None:
-        self.control, self.config = control, config
-        self.child: int | None = None
-        self.spin_s = float(config.get("spin_s", SPIN_S))
-        shm_fd = int(config.get("shm_fd", -1))
-        self.shm = mmap.mmap(shm_fd, 0, prot=mmap.PROT_READ) if shm_fd >= 0 else None
-        if shm_fd >= 0:
-            os.close(shm_fd)  # the mapping stays; the unit child gets no descriptor to map anew
-        self.fresh = JailState.taken(WRITABLE)
-        # The next unit's child, forked and making its agent as soon as the last unit ended
-        # (a jail serves one agent: the next `make` is the last one's): its pid, the worker's
-        # end of its socket, and the `make` it was forked for.
-        self.spare: tuple[int, socket.socket, dict[str, Any]] | None = None
-
-    def serve(self) -> None:
-        buffer, pacer = bytearray(), Pacer(self.spin_s)
-        last: dict[str, Any] | None = None
-        while (request := receive_request(self.control, buffer, pacer)) is not None:
-            op, argument = request
-            if op == "make":
-                last = dict(argument)
-                self.fork(argument)
-            elif op == "end":
-                send(self.control, {"ok": self.end(float(argument.get("wait_s", 0)))})
-                if last is not None and last.get("spare"):
-                    self.spare = (*self._forked(dict(last)), dict(last))
-            else:
-                send(self.control, {"raised": ["ValueError", f"unknown request {op!r}"]})
-            pacer.sent()
-        self._drop_spare()
-        self.end(0)
-
-    def fork(self, argument: dict[str, Any]) -> None:
-        """A unit child that makes the agent and serves its unit on a socket of its own, whose
-        other end goes to the worker with the answer {"unit": pid}: the spare when it was
-        forked for this very `make`, else a new one."""
-        if self.child is not None:
-            self.end(0)
-        if self.spare is not None and self.spare[2] == argument:
-            pid, ours, _ = self.spare
-            self.spare = None
-        else:
-            self._drop_spare()
-            pid, ours = self._forked(argument)
-        self.child = pid
-        socket.send_fds(self.control, [encode_answer({"ok": {"unit": pid}})], [ours.fileno()])
-        ours.close()
-
-    def _forked(self, argument: dict[str, Any]) -> tuple[int, socket.socket]:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pid = os.fork()
-        if pid == 0:
-            ours.close()
-            unit_child(self, theirs, argument)
-        theirs.close()
-        return pid, ours
-
-    def _drop_spare(self) -> None:
-        """A spare not wanted after all is ended, and what it did to the jail undone."""
-        if self.spare is not None:
-            pid, ours, _ = self.spare
-            self.spare = None
-            ours.close()
-            self.child = pid
-            self.end(0)
-
-    def end(self, wait_s: float) -> dict[str, Any]:
-        """The unit child ended (given `wait_s` to exit by itself, then killed) and the jail's
-        writable places as they were at the start: how it ended, its CPU time, and whether the
-        jail is as fresh as it was (else the worker does not reuse it)."""
-        if self.child is None:
-            return {"code": None, "clean": self.fresh.restore()}
-        pid, self.child = self.child, None
-        _wait_for(pid, wait_s)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        _, status, usage = os.wait4(pid, 0)
-        cpu_s = usage.ru_utime + usage.ru_stime
-        return {"code": _exit_code(status), "cpu_s": cpu_s, "clean": self.fresh.restore()}
-
-
-def _wait_for(pid: int, wait_s: float) -> None:
-    """Until the child has exited, for at most wait_s."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:  # gone already, or a kernel without pidfds: it is killed at once
-        return
-    try:
-        select.select([pidfd], [], [], wait_s)
-    finally:
-        os.close(pidfd)
-
-
-def _exit_code(status: int) -> int:
-    """As bwrap reports its child's end: the exit status, or 128 + the signal that killed it."""
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
-
-
-def unit_child(zygote: Zygote, sock: socket.socket, argument: dict[str, Any]) -> None:
+def unit_child(
+    zygote: Zygote, sock: socket.socket, argument: dict[str, Any], go: int | None
+) -> None:
     """In the forked child, before any of the agent's code: no way back to the zygote, the
-    unit's CPU limit, no processes; then the agent made and its unit served. Never returns."""
+    unit's CPU limit, no processes; a spare then waits for its `go` (Spare). Then the agent
+    made and its unit served. Never returns."""
     try:
         zygote.control.close()
         if zygote.spare is not None:  # a spare forked earlier: none of this child's business
-            zygote.spare[1].close()
+            zygote.spare.sock.close()
+            if zygote.spare.go is not None:
+                os.close(zygote.spare.go)
         argument.pop("spare", None)
         cpu_s = argument.pop("cpu_s", None)
         if cpu_s:
@@ -339,10 +238,12 @@ def unit_child(zygote: Zygote, sock: socket.socket, argument: dict[str, Any]) ->
             limit = math.ceil(float(cpu_s))
             resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + CPU_GRACE_S))
         forbid_processes()
-        _dumpable()
     except (OSError, ValueError) as exc:
         send(sock, {"broken": f"the agent sandbox could not be set up: {exc}"})
         _exit(70)
+    if go is not None and os.read(go, 1) != b"g":
+        _exit(0)  # dropped before its turn: the pipe closed
+    _dumpable()
     serve(sock, Server(zygote.shm), zygote.spin_s, ("make", argument))
     _exit(0)
 
@@ -388,7 +289,8 @@ def main(argv: list[str] | None = None) -> None:
         os.chdir(config["cwd"])  # where the worker runs (only the bound folders exist there)
     else:
         os.chdir("/tmp")
-    zygote = Zygote(control, config)
+    agent_precompile.install()
+    zygote = Zygote(control, config, unit_child)
     send(control, {"ready": os.getpid(), "memory_mb": memory_mb})
     _preload(list(config.get("preload", [])))
     zygote.serve()

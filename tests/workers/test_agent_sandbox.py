@@ -87,8 +87,9 @@ def test_the_agent_runs_in_a_jail_of_its_own():
     assert seen["uid"] == bwrap.JAIL_UID and seen["pid"] != os.getpid()
     assert not any(name.startswith(("ARENA_", "REDIS")) for name in seen["env"])
     assert seen["env"]["HOME"] == "/tmp" and seen["env"]["OMP_NUM_THREADS"] == "1"
-    # bwrap's init, the fork server and the unit's child: no process of the worker's
-    assert seen["proc"] == ["1", "2", "3"]
+    # bwrap's init, the fork server, the unit's child and the next unit's, waiting
+    # (test_spare_child.py): no process of the worker's
+    assert seen["proc"][:3] == ["1", "2", "3"] and len(seen["proc"]) <= 4
     assert seen["cwd"] == os.getcwd()  # the worker's folder, holding only what is bound
 
 
