@@ -14,8 +14,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import RACE_WHEELS
 from tests.needs import require_bwrap, unavailable
 from tests.race.projects import commit, git
@@ -31,11 +29,6 @@ COMMANDS = CheckCommands(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the local jail binds the environment read-only too (workers/sandbox/local.py, "
-    "issue 33's files): the one-line fix is in /work/notes/s41/C-note.md",
-)
 def test_a_setup_command_installs_into_the_races_environment(tmp_path: Path) -> None:
     require_bwrap()
     wheels = sorted(RACE_WHEELS.glob("iniconfig-*.whl"))

@@ -199,9 +199,13 @@ class LocalSandbox(Sandbox):
         if self.python_env is not None:
             # The race's environment, not the worker's: Arena's own prefix stays out of sight.
             interpreter = [p for p in interpreter if p != Path(sys.prefix)]
-            interpreter.append(self.python_env)
             jailed_env = in_python_env(jailed_env, self.python_env, folder)
-            writable = [self.python_env] if self.python_env_writable else []
+            # Writable for a setup command, else read-only: never both (at the same path the
+            # read-only bind wins, and pip could not install into it).
+            if self.python_env_writable:
+                writable = [self.python_env]
+            else:
+                interpreter.append(self.python_env)
         readable = [*interpreter, *toolchains().folders, *self.readable]
         readable += [p for p in readonly if p.exists() and not p.is_symlink()]
         jail = bwrap.Jail(
