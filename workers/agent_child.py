@@ -47,6 +47,7 @@ MAX_REASON = 1000
 STDIO_LIMIT_FILES = 1024
 CPU_GRACE_S = 1  # from SIGXCPU at the unit's CPU limit to SIGKILL
 PR_SET_DUMPABLE = 4
+ROUSED_SPIN_S = 5e-3  # a spare roused as its unit ends asks for its `go` without sleeping
 MANY_SEND_S = 1e-3  # the longest an answer of a `many` waits to be sent with the next
 
 
@@ -241,11 +242,30 @@ def unit_child(
     except (OSError, ValueError) as exc:
         send(sock, {"broken": f"the agent sandbox could not be set up: {exc}"})
         _exit(70)
-    if go is not None and os.read(go, 1) != b"g":
+    if go is not None and not _await_turn(go):
         _exit(0)  # dropped before its turn: the pipe closed
     _dumpable()
     serve(sock, Server(zygote.shm), zygote.spin_s, ("make", argument))
     _exit(0)
+
+
+def _await_turn(go: int) -> bool:
+    """A spare's wait for `go` (False: the pipe closed). Roused (`w`) as its unit ends, it asks
+    without sleeping for up to ROUSED_SPIN_S, yielding the CPU to anything runnable."""
+    said = os.read(go, 1)
+    if said == b"w":
+        os.set_blocking(go, False)
+        end = time.perf_counter() + ROUSED_SPIN_S
+        while time.perf_counter() < end:
+            try:
+                said = os.read(go, 1)
+                break
+            except BlockingIOError:
+                os.sched_yield()
+        os.set_blocking(go, True)
+        while said == b"w":
+            said = os.read(go, 1)
+    return said == b"g"
 
 
 def _dumpable() -> None:

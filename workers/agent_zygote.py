@@ -66,6 +66,7 @@ class Zygote:
             if op == "make":
                 self.fork(argument)
             elif op == "end":
+                self._rouse()
                 send(self.control, {"ok": self.end(float(argument.get("wait_s", 0)))})
                 self._release()  # the jail is as it was at the start: the spare may begin
             else:
@@ -109,6 +110,13 @@ class Zygote:
             self.unit_child(self, theirs, dict(argument), None if pipe is None else pipe[0])
         theirs.close()
         return pid, ours
+
+    def _rouse(self) -> None:
+        """Wake the spare to wait for its `go` without sleeping: waking a sleeping process
+        costs ~1 ms on a virtual machine's idle CPU, spent while this one ends the unit."""
+        if self.spare is not None and self.spare.go is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.spare.go, b"w")
 
     def _release(self, spare: Spare | None = None) -> bool:
         """Tell the spare (`self.spare` if none is given) to begin, the jail being fresh and no
