@@ -23,10 +23,12 @@ from scoring._common import StrictModel
 
 CaseOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 Cases = dict[str, CaseOutcome]
-# Bounds on what a check keeps: far above real suites (tens of thousands of tests), and a name
-# longer than MAX_NAME_CHARS is cut (a parametrised id can carry a whole input).
+# Bounds on what a check keeps (its result is stored whole): far above real suites (tens of
+# thousands of tests, names of some 100 characters); a name longer than MAX_NAME_CHARS is cut (a
+# parametrised id can carry a whole input). Over either bound, no names are kept at all.
 MAX_CASES = 100_000
 MAX_NAME_CHARS = 500
+MAX_NAMES_CHARS = 8_000_000
 # The worse outcome wins when a runner reports one test twice (pytest: failed in the call and
 # errored in teardown; a name repeated by two binaries or packages).
 _SEVERITY: dict[str, int] = {
@@ -48,6 +50,7 @@ class _Collected:
 
     def __init__(self) -> None:
         self.cases: Cases = {}
+        self.chars = 0
         self.overflow = False
 
     def add(self, name: str, outcome: CaseOutcome) -> None:
@@ -55,9 +58,12 @@ class _Collected:
         if not name:
             return
         known = self.cases.get(name)
-        if known is None and len(self.cases) >= MAX_CASES:
-            self.overflow = True
-        elif known is None or _SEVERITY[outcome] > _SEVERITY[known]:
+        if known is None:
+            self.chars += len(name)
+            if len(self.cases) >= MAX_CASES or self.chars > MAX_NAMES_CHARS:
+                self.overflow = True
+                return
+        if known is None or _SEVERITY[outcome] > _SEVERITY[known]:
             self.cases[name] = outcome
 
     def result(self) -> Cases | None:
