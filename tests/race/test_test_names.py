@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from scoring.race import format_dimension
+from scoring.race import RaceOutcome, format_dimension
+from scoring.race_dimensions import TestCounts, TestOutcome
+from scoring.race_measures import (
+    AgentMeasures,
+    BaselineMeasures,
+    CommandsConfigured,
+    DiffStats,
+    RaceMeasures,
+    score_race,
+)
 from scoring.race_parsers import parse_test_output
 from scoring.race_tests import (
     MAX_NAME_CHARS,
@@ -150,3 +159,39 @@ def test_long_names_are_cut() -> None:
 def test_a_dimension_shows_one_decimal_when_not_whole(value: float, shown: str) -> None:
     """The TESTS column showed 100 for 99.73."""
     assert format_dimension(value) == shown
+
+
+def test_only_the_winners_changes_hold_the_verdict() -> None:
+    """A loser that broke a test changes nothing; a winner that did is held, named. The scores
+    are the seed's either way (the changes are not an input to any dimension)."""
+
+    def agent(name: str, passed: int, changes: TestChanges | None) -> AgentMeasures:
+        counts = TestCounts(passed=passed, failed=max(0, 9 - passed))  # 9: the baseline's
+        return AgentMeasures(
+            name=name,
+            tests=TestOutcome(exit_code=0, counts=counts),
+            diff=DiffStats(lines_added=1, lines_removed=0, files_changed=1),
+            test_changes=changes,
+        )
+
+    def race(*agents: AgentMeasures) -> RaceOutcome:
+        return score_race(
+            RaceMeasures(
+                configured=CommandsConfigured(build=False, lint=False),
+                baseline=BaselineMeasures(
+                    tests=TestOutcome(exit_code=0, counts=TestCounts(passed=9))
+                ),
+                agents=list(agents),
+            )
+        )
+
+    broke = TestChanges(broken=["t::a"])
+    held = race(agent("a", 11, broke), agent("b", 8, None))
+    assert (held.winner, held.verdict.value) == ("a", "review")
+    assert held.review_reason == "a broke 1 baseline test (t::a)"
+    plain = race(agent("a", 11, None), agent("b", 8, None))
+    assert [r.composite for r in plain.agents] == [r.composite for r in held.agents]
+    assert plain.verdict.value == "auto-merge" and plain.review_reason is None
+    loser = race(agent("a", 11, None), agent("b", 8, broke))
+    assert loser.verdict.value == "auto-merge"
+    assert loser.agents[1].test_changes == broke  # still named in its row
