@@ -51,6 +51,7 @@ from workers.sandbox.choose import get_sandbox
 from workers.sandbox.local import local_sandbox
 
 ITEM = "race"
+ROW_ONLY = ("name", "measures", "test_changes")  # in the summary, not on the board
 GENERIC_KEYS = ("workload", "leaderboard", "agents", "protocol", "occasion")
 
 
@@ -229,12 +230,13 @@ class RaceWorkload(Workload):
 
     def reduce(self, batch: ValidatedBatch, results: Sequence[UnitResult]) -> Reduction:
         """The summary `arena race results` prints; each scored agent's row, less its raw
-        measures, is its board entry."""
+        measures and the tests it changed by name (the race's summary keeps those), is its
+        board entry."""
         summary = reduce_race(batch, results)
         race = {"task": summary["task"], "verdict": summary["verdict"]}
         entries = []
         for row in summary["agents"]:
-            stats = {k: v for k, v in row.items() if k not in ("name", "measures")}
+            stats = {k: v for k, v in row.items() if k not in ROW_ONLY}
             entries.append(
                 LeaderboardEntry(agent=row["name"], score=row["composite"], stats={**stats, **race})
             )
