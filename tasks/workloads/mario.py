@@ -28,6 +28,7 @@ from scoring.mario import (
 )
 from scoring.mario_display import format_leaderboard
 from tasks.checkpoint_policy import admit_checkpoints, worker_checkpoint
+from tasks.checkpoint_space import preprocess_from_checkpoints
 from tasks.identity import protocol_fingerprint
 from tasks.repo_policy import Asker
 from tasks.spec import SpecModel
@@ -121,8 +122,11 @@ class MarioWorkload(Workload):
         return boards
 
     def coerce_spec(self, data: dict[str, Any], asker: Asker = "token-holder") -> dict[str, Any]:
-        """Each `sb3:` checkpoint as `asker` may name it, before anything reads it."""
-        return admit_checkpoints(data, asker)
+        """Each `sb3:` checkpoint as `asker` may name it, before anything reads it; then its
+        preprocessing from its own observation space (tasks/checkpoint_space.py), a declared
+        one it contradicts refused here, not at evaluation."""
+        admitted = admit_checkpoints(data, asker)
+        return admitted if asker == "worker" else preprocess_from_checkpoints(admitted)
 
     def fingerprint_agent(self, agent: Any) -> AgentFingerprint:
         if agent.entry_point or agent.sb3:
