@@ -1,0 +1,127 @@
+"""What a race's environment costs when it holds what the commands need against every group
+(docs/race.md, "What goes into an environment"; issue 36): a real public Python repository,
+pallets/click (the sdist of its latest release on the index: its source, tests, docs and a
+pyproject.toml with [dependency-groups] dev, docs, docs-auto, gha-update, pre-commit, tests,
+tests-random, typing, as pallets' itsdangerous has them), its environment built for the obvious
+commands (`python -c "import click"`, `python -m pytest -q`, `ruff check .`) twice, each into an
+empty cache: the default (runtime + the groups whose name says test or dev) and every group.
+Printed side by side: build time, distributions, size; then click's own test suite run in the
+default environment (it has what the commands need; less the one module that reads click's
+installed metadata, SKIP).
+
+Both builds install from one folder of wheels fetched first (not timed), with no index: the
+difference measured is what is installed, not the network.
+
+Run from the repository root: .venv/bin/python bench/race_groups.py [--repeat R]
+It needs the package index once (the sdist and the wheels; PIP_INDEX_URL for a mirror).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from workers.race.builders import LocalBuilder
+from workers.race.environment import EnvironmentRun, python_environment
+from workers.race.requirements import EnvironmentOptions, declarations, select
+from workers.sandbox.local import LocalSandbox
+
+PROJECT = "click"
+COMMANDS = ('python -c "import click"', "python -m pytest -q", "ruff check .")
+# The one test module that reads click's installed metadata (importlib.metadata.version): the
+# project itself is not installed in a race's environment (a setup command can: docs/race.md).
+SKIP = ("--ignore=tests/test_deprecations.py",)
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+console = Console()
+
+
+def fetch(folder: Path) -> Path:
+    """The latest sdist of PROJECT, unpacked: the repository as its release has it."""
+    subprocess.run(
+        [*PIP, "download", "--quiet", "--no-deps", "--no-binary=:all:", "-d", str(folder), PROJECT],
+        check=True,
+    )
+    (sdist,) = folder.glob(f"{PROJECT}-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(folder, filter="data")
+    return next(p for p in folder.iterdir() if p.is_dir())
+
+
+def wheels_for(checkout: Path, folder: Path, everything: EnvironmentOptions) -> None:
+    requirements = select(checkout, COMMANDS, everything).requirements
+    subprocess.run(
+        [*PIP, "download", "--quiet", "--only-binary=:all:", "-d", str(folder), *requirements],
+        check=True,
+    )
+
+
+def build(checkout: Path, options: EnvironmentOptions, envs: Path) -> tuple[Path, EnvironmentRun]:
+    builder = LocalBuilder(LocalSandbox(), checkout, None, 600.0)
+    return python_environment(
+        checkout, envs, None, builder, lambda _: None, commands=COMMANDS, options=options
+    )
+
+
+def suite(checkout: Path, env: Path) -> str:
+    """click's tests in the default environment, as a check runs them (src/ on PYTHONPATH)."""
+    done = subprocess.run(
+        [str(env / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *SKIP],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{env / 'bin'}:/usr/bin:/bin", "PYTHONPATH": str(checkout / "src")},
+    )
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-300:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="arena-bench-groups-") as tmp:
+        root = Path(tmp)
+        checkout = fetch(root / "src")
+        groups = sorted(declarations(checkout).groups)
+        modes = {"default": EnvironmentOptions(), "every group": EnvironmentOptions(groups=groups)}
+        wheels_for(checkout, root / "wheels", modes["every group"])
+        os.environ |= {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(root / "wheels")}
+        runs: dict[str, list[EnvironmentRun]] = {m: [] for m in modes}
+        envs: dict[str, Path] = {}
+        for attempt in range(args.repeat):
+            for mode, options in modes.items():
+                envs[mode], run = build(checkout, options, root / f"envs-{mode}-{attempt}")
+                runs[mode].append(run)
+        table = Table(title=f"{checkout.name}: the environment for {', '.join(COMMANDS)}")
+        for column in ("", "groups", "requirements", "distributions", "MiB", "build s (median)"):
+            table.add_column(column)
+        for mode, done in runs.items():
+            run = done[0]
+            table.add_row(
+                mode,
+                ", ".join(run.groups),
+                str(len(run.requirements)),
+                str(len(run.installed)),
+                f"{(run.size_bytes or 0) / (1 << 20):.0f}",
+                f"{statistics.median(r.duration_s for r in done):.1f}",
+            )
+        console.print(table)
+        default, every = (statistics.median(r.duration_s for r in runs[m]) for m in modes)
+        console.print(f"default / every group: {default / every:.2f}x the build time")
+        console.print(f"tools: {runs['default'][0].tools}")
+        console.print(
+            f"click's tests in the default environment: {suite(checkout, envs['default'])}"
+        )
+
+
+if __name__ == "__main__":
+    main()
