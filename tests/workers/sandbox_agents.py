@@ -117,6 +117,13 @@ class Facts:
         print(observation["text"])
         return "printed"
 
+    def _flood(self, observation: dict[str, Any]) -> Any:
+        line = "x" * 1023 + "\n"
+        for _ in range(observation["kib"]):
+            sys.stdout.write(line)
+        print("the flood's last line")
+        return "flooded"
+
     def _spin(self, observation: dict[str, Any]) -> Any:
         end = time.process_time() + observation["seconds"]
         while time.process_time() < end:

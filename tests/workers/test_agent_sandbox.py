@@ -31,6 +31,7 @@ from workers.agents import AgentChanged
 from workers.fingerprint import source_fingerprint
 from workers.games import GAMES
 from workers.sandbox import bwrap
+from workers.sandbox.agent_jailed import OUTPUT_KEPT_BYTES
 from workers.sandbox.agent_process import (
     AgentOutOfCPU,
     AgentOutOfMemory,
@@ -323,6 +324,28 @@ def test_what_the_agent_prints_reaches_the_units_log():
         assert run.result.status == "ok"
         for line in ("reset with 3 arms", "a warning on stderr", "straight to file descriptor 1"):
             assert f"chatty: {line}" in run.log
+
+
+def test_what_an_agent_prints_is_kept_up_to_a_bound_a_unit(tmp_path: Path):
+    """An agent printing without end filled the unit's capture file on the worker's disk (every
+    byte was written there, 1 MiB of it kept in the log). Now 1 MiB a unit is written, then a
+    count and the last lines; the next unit's count starts afresh."""
+    capture = tmp_path / "capture"
+    saved = os.dup(1)
+    try:
+        with capture.open("wb") as sink:
+            os.dup2(sink.fileno(), 1)
+            for _ in range(2):
+                with facts() as agent:
+                    assert ask(agent, "flood", kib=20 << 10) == "flooded"  # 20 MiB
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    written = capture.read_bytes()
+    assert len(written) < 2 * (OUTPUT_KEPT_BYTES + 10_000), len(written)
+    notes = re.findall(rb"the agent printed ([\d,]+) bytes: ([\d,]+) not kept", written)
+    assert len(notes) == 2 and all(int(n[0].replace(b",", b"")) > 20 << 20 for n in notes)
+    assert written.count(b"the flood's last line") == 2  # the end of each unit's printing
 
 
 def test_without_a_sandbox_untrusted_agents_are_refused(monkeypatch: pytest.MonkeyPatch):

@@ -30,6 +30,10 @@ from workers.sandbox.seccomp import jail_filter
 EXIT_GRACE_S = 2.0  # how long a process that closed its socket has to exit before it is killed
 SHM_BYTES = 4 << 20  # arrays up to this size travel through shared memory (a frame: 180 KiB)
 OUTPUT_CHUNK = 1 << 16
+# What one unit's agent may print into the unit's log (its capture file, on the worker's disk):
+# beyond it, only a count and the last TAIL_BYTES. The log itself keeps 1 MiB (tasks/capture.py).
+OUTPUT_KEPT_BYTES = 1 << 20
+TAIL_BYTES = 2000
 # What native code prints when an allocation fails under the memory limit and it aborts.
 OUT_OF_MEMORY = (b"std::bad_alloc", b"Cannot allocate memory", b"out of memory")
 # Started with -I (no PYTHON* variables, no user site, no script folder on sys.path), -B (no
@@ -65,6 +69,7 @@ class JailedProcess:
     _death: type[AgentFault]
     _note: str | None
     _tail: bytes
+    _printed: int = 0  # what the unit's agent printed so far, kept or not
     _shm_bytes: Any
     _shm_address: int | None
     observations: Observations
@@ -167,8 +172,26 @@ class JailedProcess:
             self._forward(os.read(self.output, OUTPUT_CHUNK))
 
     def _forward(self, data: bytes) -> None:
-        self._tail = (self._tail + data)[-2000:]
-        write_stdout(data)
+        self._tail = (self._tail + data)[-TAIL_BYTES:]
+        room = OUTPUT_KEPT_BYTES - self._printed
+        self._printed += len(data)
+        if room > 0:
+            write_stdout(data[:room])
+
+    def _output_kept(self) -> None:
+        """At a unit's end: what was not kept of the agent's printing, counted, and its end;
+        the next unit's count starts afresh."""
+        if self._printed:
+            self._drain()  # what it printed last, before the unit's log closes
+        if self._printed > OUTPUT_KEPT_BYTES:
+            cut = self._printed - OUTPUT_KEPT_BYTES
+            write_stdout(
+                f"\n[... the agent printed {self._printed:,} bytes: {cut:,} not kept (at most "
+                f"{OUTPUT_KEPT_BYTES:,} a unit); its last {len(self._tail):,}:]\n".encode()
+                + self._tail
+                + b"\n"
+            )
+        self._printed = 0
 
     def _jail_died(self) -> AgentFault:
         """Why the jail stopped answering, once bwrap has exited (killed if it will not)."""

@@ -261,6 +261,7 @@ class AgentProcess(JailedProcess):
             unit_sock.close()
         self._buffer.clear()
         self.unit = None
+        self._output_kept()
 
     def _end_child(self, wait_s: float) -> dict[str, Any]:
         """The zygote's word on the unit child: `code` (bwrap's way: 128 + a signal), its CPU
