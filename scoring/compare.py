@@ -30,6 +30,13 @@ class Comparison(StrictModel):
     # 0.5, were the probability to stay where it is (docs/mario.md, "Comparing two agents");
     # None when separated, or when the probability is exactly 0.5 (nothing to separate).
     episodes_needed: int | None
+    # How many distinct trajectories each side's episodes are (None: not known). Under two on a
+    # side its episodes show one outcome however many there are (a deterministic protocol
+    # replays one episode): nothing is concluded, `conclusive` is False, `better` and
+    # `episodes_needed` None (docs/mario.md, "What a conclusion needs").
+    trajectories_a: int | None = None
+    trajectories_b: int | None = None
+    conclusive: bool = True
 
 
 def probability_of_improvement(a: Sequence[float], b: Sequence[float]) -> float:
@@ -44,9 +51,11 @@ def compare_scores(
     resamples: int = RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    trajectories: tuple[int, int] | None = None,
 ) -> Comparison:
     """The probability that A beats B, its bootstrap interval (each agent's episodes resampled
-    with replacement, apart: a stratified bootstrap) and the verdict."""
+    with replacement, apart: a stratified bootstrap) and the verdict; none when `trajectories`
+    (distinct ones of A's and of B's episodes) gives a side fewer than two."""
     if resamples < 1:
         raise ValueError("resamples must be positive")
     values, ia, ib = _indexed(a, b)
@@ -61,6 +70,9 @@ def compare_scores(
     low = estimates[math.floor(tail * (resamples - 1))]
     high = estimates[math.ceil((1 - tail) * (resamples - 1))]
     better: Better | None = "a" if low > 0.5 else "b" if high < 0.5 else None
+    conclusive = trajectories is None or min(trajectories) >= 2
+    if not conclusive:
+        better = None
     return Comparison(
         probability=point,
         ci95=(low, high),
@@ -69,8 +81,19 @@ def compare_scores(
         resamples=resamples,
         seed=seed,
         better=better,
-        episodes_needed=None if better else episodes_needed(point, (low, high), n, m),
+        episodes_needed=None
+        if better or not conclusive
+        else episodes_needed(point, (low, high), n, m),
+        trajectories_a=None if trajectories is None else trajectories[0],
+        trajectories_b=None if trajectories is None else trajectories[1],
+        conclusive=conclusive,
     )
+
+
+def trajectories_word(count: int) -> str:
+    """'1 distinct trajectory', '0 distinct trajectories': what a side too few to conclude on
+    is called wherever a comparison or an interval is shown."""
+    return f"{count} distinct trajector{'y' if count == 1 else 'ies'}"
 
 
 def episodes_needed(point: float, ci95: tuple[float, float], n: int, m: int) -> int | None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from scoring.compare import trajectories_word
 from scoring.mario import (
     AggregateStats,
     AnyEpisode,
@@ -80,15 +81,20 @@ def format_aggregate(stats: AggregateStats) -> str:
 
 
 def format_leaderboard(
-    ranked: Sequence[RankedAgent], title: str = "MARIO ARENA LEADERBOARD", intervals: bool = False
+    ranked: Sequence[RankedAgent],
+    title: str = "MARIO ARENA LEADERBOARD",
+    intervals: bool = False,
+    trajectories: Mapping[str, int | None] | None = None,
 ) -> str:
     """The rubric's table: Rank, Model Name, Score, Success, Avg Steps; with `intervals`, the
     success rate's Wilson interval and the interquartile mean with its bootstrap interval beside
-    it (and errors, when an agent had any)."""
+    it (and errors, when an agent had any). An agent whose episodes are fewer than two distinct
+    `trajectories` shows no interval: its episodes are one outcome repeated."""
     name_width = max([len("Model Name"), *(len(r.name) for r in ranked)]) + 2
     scores = [format_score_display(r.stats.arena_score) for r in ranked]
     score_width = max([len("Score"), *(len(s) for s in scores)])
-    cells = [_interval_cells(r.stats) for r in ranked]
+    counts = trajectories or {}
+    cells = [_interval_cells(r.stats, counts.get(r.name)) for r in ranked]
     shown = [i for i in range(3) if i < 2 or any(c[2] for c in cells)]  # errors: only if any
     headers = [EXTRA_HEADERS[i] for i in shown]
     extra = [[c[i] for i in shown] for c in cells]
@@ -118,11 +124,14 @@ def format_leaderboard(
 EXTRA_HEADERS = ("Success 95% CI", "IQM [95% CI]", "Errors")
 
 
-def _interval_cells(stats: AggregateStats) -> tuple[str, str, str]:
+def _interval_cells(stats: AggregateStats, trajectories: int | None) -> tuple[str, str, str]:
+    errors = str(stats.failed) if stats.failed else ""
+    if trajectories is not None and trajectories < 2:
+        return trajectories_word(trajectories), format_score_display(stats.iqm_score), errors
     low, high = stats.success_ci95
     iqm_low, iqm_high = stats.iqm_ci95
     iqm = (
         f"{format_score_display(stats.iqm_score)} [{format_score_display(iqm_low)}, "
         f"{format_score_display(iqm_high)}]"
     )
-    return f"{low:.0%}-{high:.0%}", iqm, str(stats.failed) if stats.failed else ""
+    return f"{low:.0%}-{high:.0%}", iqm, errors

@@ -137,7 +137,7 @@ def through_the_room(level: str, base: list[int], tail: int) -> list[int]:
             raise RuntimeError(f"{level}: Mario dies in the room")
     actions += [RIGHT_B] * tail
     # The log ends where the episode does (Mario may die on the way).
-    protocol = MarioProtocol(action_set="complex", max_steps=len(actions))
+    protocol = MarioProtocol(sticky_p=0.0, action_set="complex", max_steps=len(actions))
     return actions[: run_episode(level, Script(actions), protocol, 0, 0).steps]
 
 

@@ -9,7 +9,7 @@ import click
 from arena.cli.terminal import print_json
 from arena.service.cluster import open_store
 from arena.service.compare import BoardComparison, compare_agents
-from scoring.compare import RESAMPLES
+from scoring.compare import RESAMPLES, trajectories_word
 from tasks.settings import load_settings
 
 
@@ -40,11 +40,20 @@ def compare_command(board: str, a: str, b: str, resamples: int, seed: int, as_js
 def comparison_lines(found: BoardComparison) -> list[str]:
     c, a, b = found.comparison, found.a, found.b
     low, high = c.ci95
-    lines = [
-        f"leaderboard {found.board}: {a} ({c.episodes_a} episodes) vs {b} ({c.episodes_b})",
+    if c.trajectories_a is None or c.trajectories_b is None:
+        sides = f"{a} ({c.episodes_a} episodes) vs {b} ({c.episodes_b})"
+    else:
+        sides = (
+            f"{a} ({c.episodes_a} episodes, {trajectories_word(c.trajectories_a)}) vs "
+            f"{b} ({c.episodes_b}, {trajectories_word(c.trajectories_b)})"
+        )
+    lines = [f"leaderboard {found.board}: {sides}"]
+    if not c.conclusive:
+        return [*lines, f"P({a} beats {b}) = {c.probability:.3f}", *inconclusive(found)]
+    lines.append(
         f"P({a} beats {b}) = {c.probability:.3f}, 95% interval [{low:.3f}, {high:.3f}] "
-        f"(stratified bootstrap, {c.resamples:,} resamples, seed {c.seed})",
-    ]
+        f"(stratified bootstrap, {c.resamples:,} resamples, seed {c.seed})"
+    )
     if c.better is not None:
         winner = a if c.better == "a" else b
         lines.append(f"{winner} is better: the interval excludes 0.5")
@@ -59,3 +68,21 @@ def comparison_lines(found: BoardComparison) -> list[str]:
         )
     lines.append(verdict)
     return lines
+
+
+def inconclusive(found: BoardComparison) -> list[str]:
+    """Why a pair with a side under two distinct trajectories has no interval nor verdict."""
+    c = found.comparison
+    few = [
+        f"{agent}'s {episodes} episodes are {trajectories_word(count or 0)}"
+        for agent, episodes, count in (
+            (found.a, c.episodes_a, c.trajectories_a),
+            (found.b, c.episodes_b, c.trajectories_b),
+        )
+        if (count or 0) < 2
+    ]
+    return [
+        f"no conclusion: {' and '.join(few)}: one outcome repeated, which more episodes of the "
+        "same protocol would only repeat (a deterministic agent under sticky_p 0); evaluate "
+        "under sticky actions (params.sticky_p, 0.25 by default) for episodes that differ"
+    ]

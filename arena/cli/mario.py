@@ -12,9 +12,11 @@ from arena.cli import terminal
 from arena.cli.terminal import print_json
 from arena.service.cluster import open_store
 from arena.service.compare import read_series
+from arena.service.episodes_export import series_csv
 from arena.service.replays import check_video_path, pick_episode, replay, write_video
 from arena.service.series import Series, SeriesPoint
 from arena.service.training import Evaluated, Watched, template, watch
+from scoring.compare import trajectories_word
 from tasks.redact import redact_raw
 from tasks.settings import load_settings
 from tasks.validation import RunFailed
@@ -177,9 +179,13 @@ def evaluated_line(done: Evaluated) -> str:
 @click.argument("board")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
-def series_command(board: str, run: str, as_json: bool) -> None:
+@click.option("--csv", "as_csv", is_flag=True, help="Print every episode as CSV, one per row.")
+def series_command(board: str, run: str, as_json: bool, as_csv: bool) -> None:
     """RUN's learning curve on BOARD: each checkpoint <run>@<steps>, by training steps."""
     with open_store(load_settings()) as db:
+        if as_csv:
+            click.echo(series_csv(db, board, run), nl=False)
+            return
         found = read_series(db, board, run)
     if as_json:
         print_json(found.model_dump(mode="json"))
@@ -194,7 +200,7 @@ def series_lines(series: Series) -> list[str]:
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else f"{value:{fmt}}"
 
-    head = f"{'steps':>12}  {'agent':<24} {'best':>8}  {'IQM [bootstrap 95%]':<28} "
+    head = f"{'steps':>12}  {'agent':<24} {'best':>8} {'max x':>6}  {'IQM [bootstrap 95%]':<28} "
     lines = [
         f"series {series.run} on {series.board}: {len(series.points)} checkpoints",
         head + f"{'success [Wilson 95%]':<26} {'episodes':>8}  P(> prev) [bootstrap 95%]",
@@ -202,8 +208,12 @@ def series_lines(series: Series) -> list[str]:
     for p in series.points:
         iqm = f"{num(p.iqm_score, ',.0f')} {ci(p.iqm_ci95, ',.0f')}"
         success = f"{num(p.success_rate, '.0%')} {ci(p.success_ci95, '.0%')}"
+        if p.trajectories is not None and p.trajectories < 2:  # an interval of one episode
+            iqm = f"{num(p.iqm_score, ',.0f')} ({trajectories_word(p.trajectories)})"
+            success = num(p.success_rate, ".0%")
         lines.append(
-            f"{p.steps:>12,}  {p.agent:<24} {p.score:>8,.0f}  {iqm:<28} {success:<26} "
+            f"{p.steps:>12,}  {p.agent:<24} {p.score:>8,.0f} {num(p.avg_max_x, ',.0f'):>6}  "
+            f"{iqm:<28} {success:<26} "
             f"{num(p.episodes, 'd'):>8}  {versus_previous(p)}"
         )
     return lines
@@ -215,6 +225,9 @@ def versus_previous(point: SeriesPoint) -> str:
     c = point.vs_previous
     if c is None:
         return "-"
+    if not c.conclusive:  # a side is one trajectory repeated: no interval, no verdict
+        few = min(c.trajectories_a or 0, c.trajectories_b or 0)
+        return f"{c.probability:.2f} no conclusion: {trajectories_word(few)}"
     mark = {"a": " better", "b": " worse"}.get(c.better or "", "")
     return f"{c.probability:.2f} [{c.ci95[0]:.2f}, {c.ci95[1]:.2f}]{mark}"
 

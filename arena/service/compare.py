@@ -74,7 +74,9 @@ def compare_agents(
     for agent, scores in ((a, scores_a), (b, scores_b)):
         if not scores:
             raise InputError(f"compare: {agent!r} has no episodes on leaderboard {name!r}")
-    comparison = compare_scores(scores_a, scores_b, resamples, seed)
+    comparison = compare_scores(
+        scores_a, scores_b, resamples, seed, trajectories=trajectory_pair(*picture.agents)
+    )
     return BoardComparison(
         board=name, a=a, b=b, scores_a=scores_a, scores_b=scores_b, comparison=comparison
     )
@@ -85,9 +87,12 @@ def neighbour_comparisons(db: Store, board: Board) -> dict[str, Comparison]:
     on a board without per-episode scores, nor for a pair where one has no episodes."""
     if "episodes" not in board_kinds(board):
         return {}
-    scores = [episode_scores(x) for x in episodes_picture(db, board, board.rows).agents]
+    agents = episodes_picture(db, board, board.rows).agents
+    scores = [episode_scores(x) for x in agents]
     return {
-        upper.agent: kept_comparison(tuple(scores[i]), tuple(scores[i + 1]))
+        upper.agent: kept_comparison(
+            tuple(scores[i]), tuple(scores[i + 1]), trajectory_pair(agents[i], agents[i + 1])
+        )
         for i, upper in enumerate(board.rows[:-1])
         if scores[i] and scores[i + 1]
     }
@@ -97,18 +102,23 @@ def against_previous(db: Store, board: Board, series: Series) -> Series:
     """The series with each point after the first compared with the checkpoint before it in
     training order (`vs_previous`: P(this beats the previous), what `arena compare BOARD THIS
     PREVIOUS` answers); None for the first point, on a board without per-episode scores, and
-    where either checkpoint has no episodes."""
-    if "episodes" not in board_kinds(board) or len(series.points) < 2:
+    where either checkpoint has no episodes. Each point's `trajectories` as the episodes
+    read them (a row from before the stats kept them included)."""
+    if "episodes" not in board_kinds(board):
         return series
     rows = {r.agent: r for r in board.rows}
-    picture = episodes_picture(db, board, [rows[p.agent] for p in series.points])
-    scores = [tuple(episode_scores(x)) for x in picture.agents]
-    points = series.points[:1] + [
-        point.model_copy(update={"vs_previous": kept_comparison(now, before)})
-        if now and before
-        else point
-        for point, before, now in zip(series.points[1:], scores[:-1], scores[1:], strict=True)
+    agents = episodes_picture(db, board, [rows[p.agent] for p in series.points]).agents
+    scores = [tuple(episode_scores(x)) for x in agents]
+    points = [
+        point.model_copy(update={"trajectories": agent.trajectories})
+        for point, agent in zip(series.points, agents, strict=True)
     ]
+    for i in range(1, len(points)):
+        if scores[i] and scores[i - 1]:
+            versus = kept_comparison(
+                scores[i], scores[i - 1], trajectory_pair(agents[i], agents[i - 1])
+            )
+            points[i] = points[i].model_copy(update={"vs_previous": versus})
     return series.model_copy(update={"points": points})
 
 
@@ -129,9 +139,19 @@ def series_picture(db: Store, board: Board, run: str | None = None) -> SeriesPic
     return picture.model_copy(update={"series": runs})
 
 
+def trajectory_pair(a: AgentEpisodes, b: AgentEpisodes) -> tuple[int, int] | None:
+    """Each side's distinct trajectories, when both are known (compare_scores' `trajectories`:
+    under two on a side nothing is concluded)."""
+    if a.trajectories is None or b.trajectories is None:
+        return None
+    return a.trajectories, b.trajectories
+
+
 @lru_cache(maxsize=256)
-def kept_comparison(a: tuple[float, ...], b: tuple[float, ...]) -> Comparison:
+def kept_comparison(
+    a: tuple[float, ...], b: tuple[float, ...], trajectories: tuple[int, int] | None = None
+) -> Comparison:
     """compare_scores with the defaults, kept per process by the scores themselves: the page
     bootstraps each pair once (2,000 resamples of 1,000 distinct episodes each take about a
     second), not on every load."""
-    return compare_scores(a, b)
+    return compare_scores(a, b, trajectories=trajectories)

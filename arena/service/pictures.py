@@ -28,6 +28,8 @@ from tasks.store import LeaderboardRow, Store
 from tasks.validation import InputError
 from tasks.workloads import get_workload
 from tasks.workloads.base import UnitResult
+from tasks.workloads.mario import row_trajectories
+from workers.mario.protocol import MarioProtocol
 
 BoardKind = Literal["episodes", "trend", "bars", "heatmap", "series"]
 BOARD_KINDS: tuple[BoardKind, ...] = ("episodes", "trend", "bars", "heatmap", "series")
@@ -44,6 +46,8 @@ class AgentEpisodes(BaseModel):
     success_rate: float
     success_ci95: Pair
     avg_max_x: float
+    # distinct trajectories of the episodes played (tasks/workloads/mario.py, row_trajectories)
+    trajectories: int | None = None
 
 
 class EpisodesPicture(BaseModel):
@@ -168,9 +172,25 @@ def episodes_picture(db: Store, board: Board, rows: list[LeaderboardRow]) -> Epi
                 success_rate=row.stats["success_rate"],
                 success_ci95=list(row.stats["success_ci95"]),
                 avg_max_x=row.stats["avg_max_x"],
+                trajectories=trajectories_of(db, row, mine),
             )
         )
     return EpisodesPicture(board=board.name, agents=agents)
+
+
+def trajectories_of(db: Store, row: LeaderboardRow, results: list[UnitResult]) -> int | None:
+    """The row's distinct trajectories: as its stats keep them, or, for a row written before they
+    did, counted from its unit results with its batch's seed; None when they cannot be."""
+    kept = row.stats.get("trajectories")
+    if isinstance(kept, int):
+        return kept
+    info = db.batch(row.batch)
+    try:
+        seed = int(info.spec["protocol"]["seed"]) if info else 0
+        params = MarioProtocol.model_validate(row.stats["protocol"], strict=False)
+        return row_trajectories(results, params, seed) if info else None
+    except (KeyError, TypeError, ValueError):  # results of another shape: not known
+        return None
 
 
 def bars_picture(db: Store, board: Board, rows: list[LeaderboardRow]) -> BarsPicture:

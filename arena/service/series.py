@@ -97,6 +97,9 @@ class SeriesPoint(BaseModel):
     avg_max_x: float | None = None
     episodes: int | None = None
     failed: int | None = None
+    # distinct trajectories of its episodes (None: a row from before they were counted); under
+    # two its intervals and vs_previous say nothing the one episode does not (docs/mario.md)
+    trajectories: int | None = None
     # P(this checkpoint beats the previous one) as `arena compare BOARD THIS PREVIOUS` gives it
     # (arena/service/compare.py, against_previous); None for the first point, or where either
     # checkpoint's row keeps no per-episode scores.
@@ -127,6 +130,7 @@ def point_of(row: LeaderboardRow, steps: int) -> SeriesPoint:
         avg_max_x=as_number(stat(stats, "avg_max_x")),
         episodes=None if episodes is None else int(episodes),
         failed=None if failed is None else int(failed),
+        trajectories=stats.get("trajectories"),
     )
 
 

@@ -24,7 +24,7 @@ from arena.service.numbers import format_value, stat
 from arena.web.figures import CAPTIONS, board_figures, figure, replay_figure, trends
 from arena.web.html import PAGE_CSP, band, bar, data, e, interval, layout, number
 from arena.web.state import ApiState, not_found
-from scoring.compare import Comparison
+from scoring.compare import Comparison, trajectories_word
 from tasks.records import FINISHED, BatchInfo
 from tasks.store import LeaderboardRow, Store
 from tasks.validation import InputError, RunFailed
@@ -74,6 +74,12 @@ def batch_row(info: BatchInfo) -> str:
 
 def cell(column: PageColumn, stats: dict[str, Any]) -> str:
     value = stat(stats, column.key)
+    few = stats.get("trajectories")
+    if column.shown_as == "interval" and isinstance(few, int) and few < 2:
+        # one outcome repeated (a deterministic protocol): its interval would claim certainty
+        values = {"point": value, "ci95": None, "trajectories": few}
+        shown = f"{format_value(value, column.fmt)} ({trajectories_word(few)})"
+        return f'<td class="{e(column.css)}" data-value="{data(values)}">{e(shown)}</td>'
     if column.shown_as == "interval":
         return interval(value, stat(stats, column.ci95 or ""), column.fmt, column.css)
     if column.shown_as == "bar":
@@ -104,6 +110,13 @@ def versus_cell(found: Comparison | None) -> str:
     low, high = found.ci95
     verdict = "better" if found.better == "a" else "worse" if found.better else "not separated"
     values = {"probability": found.probability, "ci95": [low, high], "better": found.better}
+    if not found.conclusive:  # a side is one trajectory repeated: no interval, no verdict
+        few = min(found.trajectories_a or 0, found.trajectories_b or 0)
+        values = {**values, "ci95": None, "conclusive": False}
+        return (
+            f'<td class="versus" data-value="{data(values)}">'
+            f"{found.probability:.2f} no conclusion: {trajectories_word(few)}</td>"
+        )
     return (
         f'<td class="versus" data-value="{data(values)}">'
         f"{found.probability:.2f} [{low:.2f}, {high:.2f}] {verdict}</td>"

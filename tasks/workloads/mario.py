@@ -31,7 +31,7 @@ from tasks.checkpoint_policy import admit_checkpoints, worker_checkpoint
 from tasks.checkpoint_space import preprocess_from_checkpoints
 from tasks.identity import protocol_fingerprint
 from tasks.repo_policy import Asker
-from tasks.spec import SpecModel
+from tasks.spec import SpecModel, derive_seed
 from tasks.workloads.base import (
     LeaderboardEntry,
     PageColumn,
@@ -60,6 +60,7 @@ from workers.mario.protocol import (
     action_names,
     check_level,
 )
+from workers.mario.trajectory import distinct_trajectories
 from workers.sandbox.agent_sandbox import STEP_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -200,7 +201,11 @@ class MarioWorkload(Workload):
                 failed=len(failed),
                 frame_skip=params.frame_skip,
             )
-            extra = {"level": level, "protocol": params.model_dump(mode="json")}
+            extra = {
+                "level": level,
+                "protocol": params.model_dump(mode="json"),
+                "trajectories": row_trajectories(rows, params, batch.spec.protocol.seed),
+            }
             entries.append(
                 LeaderboardEntry(
                     agent=agent,
@@ -226,13 +231,41 @@ class MarioWorkload(Workload):
     def format_board(self, name: str, entries: Sequence[LeaderboardEntry]) -> str | None:
         """The rubric's table, with the intervals beside it."""
         ranked = rank({e.agent: aggregate_of(e.stats) for e in entries})
-        return format_leaderboard(ranked, title=f"MARIO ARENA LEADERBOARD: {name}", intervals=True)
+        trajectories = {e.agent: e.stats.get("trajectories") for e in entries}
+        return format_leaderboard(
+            ranked,
+            title=f"MARIO ARENA LEADERBOARD: {name}",
+            intervals=True,
+            trajectories=trajectories,
+        )
 
 
 def aggregate_of(stats: dict[str, Any]) -> AggregateStats:
     return AggregateStats.model_validate(
         {k: stats[k] for k in AggregateStats.model_fields}, strict=False
     )
+
+
+def row_trajectories(results: Sequence[UnitResult], params: MarioProtocol, seed: int) -> int | None:
+    """How many distinct trajectories a row's played episodes are (workers/mario/trajectory.py):
+    under a deterministic protocol a deterministic agent's N episodes are one, and no interval
+    over them says more than that one episode does. The env seeds are the ones `expand` gave.
+    None when a result holds no action log to count (not known, never a failed reduce)."""
+    try:
+        return distinct_trajectories(
+            (
+                (
+                    r.result["actions"],
+                    r.result["frames"],
+                    derive_seed(seed, "env", r.item, r.episode),
+                )
+                for r in results
+                if r.status == "ok"
+            ),
+            params,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def scoring_episode(result: dict[str, Any], frame_skip: int) -> AnyEpisode:

@@ -95,7 +95,10 @@ def test_compare_on_a_real_board(world: World, monkeypatch: pytest.MonkeyPatch) 
     code, out, _ = arena(world, monkeypatch, "compare", BOARD, "jump-right", "random")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == f"leaderboard {BOARD}: jump-right (8 episodes) vs random (8)"
+    assert lines[0] == (  # each side's distinct trajectories (sticky actions: all 8 differ)
+        f"leaderboard {BOARD}: jump-right (8 episodes, 8 distinct trajectories) "
+        "vs random (8, 8 distinct trajectories)"
+    )
     assert lines[1].startswith(f"P(jump-right beats random) = {c['probability']:.3f}, ")
     assert f"95% interval [{low:.3f}, {high:.3f}]" in lines[1]
     assert lines[2].startswith("not separated: 8 and 8 episodes are too few to tell them apart")

@@ -83,7 +83,9 @@ POINTER_MOVES = {
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_max_x_is_the_course_maximum_on_every_level(level: str) -> None:
-    outcome, ref = compare_with_reference(level, Pattern(), MarioProtocol(max_steps=CAP))
+    outcome, ref = compare_with_reference(
+        level, Pattern(), MarioProtocol(sticky_p=0.0, max_steps=CAP)
+    )
     assert not any(info["room"] for info in ref.infos)  # no pipe or vine taken: all course
     assert (outcome.max_x, outcome.steps) == PATTERN[level]
     assert outcome.max_x == max(info["x_pos"] for info in ref.infos)
@@ -108,7 +110,7 @@ def test_bonus_room_steps_do_not_count(
     name: str, level: str, down: int, room: tuple[int, int], out: int, max_x: int
 ) -> None:
     log = logged(name)
-    protocol = MarioProtocol(action_set="complex", max_steps=len(log))
+    protocol = MarioProtocol(sticky_p=0.0, action_set="complex", max_steps=len(log))
     outcome, ref = compare_with_reference(level, Script(log), protocol)
     assert outcome.steps == len(log) == LOGS[name]["steps"]
     xs = [info["x_pos"] for info in ref.infos]
@@ -143,7 +145,7 @@ def test_a_vine_leads_into_a_room_and_from_the_room_back_to_the_course() -> None
     # back to the course (4-2's own area, page 3), which is the course again.
     pokes = {20: {0x0750: 0x2F, 0x000E: 1}, 40: {0x0750: 0x41, 0x0751: 3, 0x000E: 1}}
     outcome, ref = compare_with_reference(
-        "4-2", Climb("4-2", pokes), MarioProtocol(max_steps=60), 0, pokes
+        "4-2", Climb("4-2", pokes), MarioProtocol(sticky_p=0.0, max_steps=60), 0, pokes
     )
     assert [i for i, info in enumerate(ref.infos) if info["room"]] == list(range(20, 40))
     xs = [info["x_pos"] for info in ref.infos]

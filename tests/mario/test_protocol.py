@@ -28,7 +28,7 @@ def test_defaults_and_identity() -> None:
     assert protocol.model_dump() == {
         "frame_skip": 4,
         "action_set": "right_only",
-        "sticky_p": 0.0,
+        "sticky_p": 0.25,  # Machado et al.'s evaluation default (tests/mario/test_trajectories.py)
         "max_steps": 4500,
         "max_x_rule": "course",
     }

@@ -92,7 +92,7 @@ def compare_with_reference(
 def check_replay(level: str, outcome: EpisodeOutcome) -> None:
     """The action log replays the outcome bit for bit; on_frame sees every frame."""
     frames: list[np.ndarray] = []
-    protocol = MarioProtocol(max_steps=outcome.steps)
+    protocol = MarioProtocol(sticky_p=0.0, max_steps=outcome.steps)
     replayed = replay_episode(level, outcome.actions, protocol, 0, frames.append)
     assert same(replayed) == same(outcome)
     assert len(frames) == outcome.frames + 1  # the reset frame, then every agent frame
@@ -103,8 +103,14 @@ def check_replay(level: str, outcome: EpisodeOutcome) -> None:
     ("agent", "protocol"),
     [
         (BUILTIN["random"](), MarioProtocol(action_set="complex", sticky_p=0.25, max_steps=150)),
-        (BUILTIN["jump-right"](), MarioProtocol(frame_skip=7, max_steps=300)),  # dies mid-step
-        (BUILTIN["random"](), MarioProtocol(action_set="simple", frame_skip=1, max_steps=200)),
+        (
+            BUILTIN["jump-right"](),
+            MarioProtocol(sticky_p=0.0, frame_skip=7, max_steps=300),
+        ),  # dies mid-step
+        (
+            BUILTIN["random"](),
+            MarioProtocol(sticky_p=0.0, action_set="simple", frame_skip=1, max_steps=200),
+        ),
     ],
     ids=["complex-sticky", "frame-skip-7", "frame-skip-1"],
 )
@@ -114,7 +120,7 @@ def test_single_stage_equals_env_step(agent: Any, protocol: MarioProtocol) -> No
 
 def test_a_cleared_level() -> None:
     log = logged("clear-1-1")
-    protocol = MarioProtocol(max_steps=len(log) + 50)
+    protocol = MarioProtocol(sticky_p=0.0, max_steps=len(log) + 50)
     cleared = check_against_reference("1-1", Script(log), protocol)
     assert cleared.completed and cleared.lives_lost == 0
     assert cleared.steps == 302 and cleared.frames == 1205  # ends at the flag, mid-step
@@ -124,11 +130,13 @@ def test_a_cleared_level() -> None:
 
 def test_the_full_game_across_a_level_transition() -> None:
     # 1-1 cleared by the logged actions, then right into 1-2's first goomba until game over.
-    full_game = check_against_reference(FULL_GAME, Script(logged("clear-1-1")), MarioProtocol())
+    full_game = check_against_reference(
+        FULL_GAME, Script(logged("clear-1-1")), MarioProtocol(sticky_p=0.0)
+    )
     assert full_game.furthest_level == "1-2" and (full_game.world, full_game.stage) == (1, 2)
     assert full_game.levels_completed == 1 and not full_game.completed
     assert full_game.lives_lost == 3  # three goombas: game over ends the episode
-    assert full_game.steps < MarioProtocol().max_steps
+    assert full_game.steps < MarioProtocol(sticky_p=0.0).max_steps
     assert 40 < full_game.max_x < 300  # 1-2's own x, not 1-1's 3,161
     assert full_game.emulator_frames > full_game.frames  # the env skipped the castle and deaths
     check_replay(FULL_GAME, full_game)
@@ -144,7 +152,7 @@ def test_the_full_game_ends_when_8_4_is_cleared() -> None:
                 ram[0x75F], ram[0x75C], ram[0x770] = 7, 3, 2
             return super().act(observation)
 
-    outcome = run_episode(FULL_GAME, Poke(b""), MarioProtocol(max_steps=100), 0, 0)
+    outcome = run_episode(FULL_GAME, Poke(b""), MarioProtocol(sticky_p=0.0, max_steps=100), 0, 0)
     assert outcome.completed and outcome.furthest_level == "8-4" and outcome.steps == 20
     assert outcome.levels_completed == 2  # "1-1" (the poke moved on) and 8-4 itself
 
@@ -192,7 +200,7 @@ def test_info_read_from_ram_equals_the_envs_own() -> None:
 
 def test_bonus_room_coordinates_do_not_count() -> None:
     log = logged("bonus-room-1-1")
-    protocol = MarioProtocol(action_set="complex", max_steps=len(log))
+    protocol = MarioProtocol(sticky_p=0.0, action_set="complex", max_steps=len(log))
     outcome = check_against_reference("1-1", Script(log), protocol)
     # Down the pipe at x 910, the room's own x (24..226), out at 2,616 in the main area.
     assert outcome.max_x >= 2616 and not outcome.completed
@@ -202,7 +210,9 @@ def test_sticky_actions_change_the_trajectory_and_replay_exactly() -> None:
     protocol = MarioProtocol(sticky_p=0.25, max_steps=120)
     sticky = run_episode("1-1", BUILTIN["jump-right"](), protocol, 11, 5)
     actions = decode_actions(sticky.actions)
-    plain = run_episode("1-1", Script(actions), MarioProtocol(max_steps=sticky.steps), 11, 0)
+    plain = run_episode(
+        "1-1", Script(actions), MarioProtocol(sticky_p=0.0, max_steps=sticky.steps), 11, 0
+    )
     assert same(plain) != same(sticky)  # the same actions without sticky frames: another game
     assert same(replay_episode("1-1", sticky.actions, protocol, 11)) == same(sticky)
     other_seed = run_episode("1-1", BUILTIN["jump-right"](), protocol, 12, 5)
@@ -210,14 +220,14 @@ def test_sticky_actions_change_the_trajectory_and_replay_exactly() -> None:
 
 
 def test_same_seeds_same_episode_other_agent_seed_other_actions() -> None:
-    protocol = MarioProtocol(action_set="simple", max_steps=100)
+    protocol = MarioProtocol(sticky_p=0.0, action_set="simple", max_steps=100)
     first = run_episode("1-1", BUILTIN["random"](), protocol, 0, 7)
     assert same(run_episode("1-1", BUILTIN["random"](), protocol, 0, 7)) == same(first)
     assert run_episode("1-1", BUILTIN["random"](), protocol, 0, 8).actions != first.actions
 
 
 def test_built_in_agents() -> None:
-    protocol = MarioProtocol(max_steps=400)
+    protocol = MarioProtocol(sticky_p=0.0, max_steps=400)
     right = run_episode("1-1", BUILTIN["right"](), protocol, 0, 0)
     assert set(decode_actions(right.actions)) == {1}
     assert right.max_x > 250 and right.lives_lost == 1  # the first goomba
@@ -228,7 +238,9 @@ def test_built_in_agents() -> None:
 
 def test_observation_and_reset_context() -> None:
     watching = Watching(BUILTIN["random"]())
-    run_episode("4-2", watching, MarioProtocol(action_set="simple", max_steps=3), 0, 42)
+    run_episode(
+        "4-2", watching, MarioProtocol(sticky_p=0.0, action_set="simple", max_steps=3), 0, 42
+    )
     context = watching.context
     assert context["seed"] == 42 and context["level"] == "4-2"
     assert context["action_set"] == "simple" and context["actions"][6] == ["left"]
@@ -241,19 +253,21 @@ def test_observation_and_reset_context() -> None:
 
 def test_replay_refuses_a_log_that_does_not_fit() -> None:
     with pytest.raises(ValueError, match="actions"):
-        replay_episode("1-1", "not base64!", MarioProtocol(), 0)
-    right = run_episode("1-1", BUILTIN["right"](), MarioProtocol(max_steps=10), 0, 0)
+        replay_episode("1-1", "not base64!", MarioProtocol(sticky_p=0.0), 0)
+    right = run_episode("1-1", BUILTIN["right"](), MarioProtocol(sticky_p=0.0, max_steps=10), 0, 0)
     with pytest.raises(ValueError, match="actions"):  # more steps than the cap allows
-        replay_episode("1-1", right.actions, MarioProtocol(max_steps=5), 0)
+        replay_episode("1-1", right.actions, MarioProtocol(sticky_p=0.0, max_steps=5), 0)
     with pytest.raises(InvalidAction, match="out of range"):  # right_only has 5 actions
-        replay_episode("1-1", encode_actions(bytes([1, 7])), MarioProtocol(), 0)
+        replay_episode("1-1", encode_actions(bytes([1, 7])), MarioProtocol(sticky_p=0.0), 0)
 
 
 def test_replays_write_a_gif(tmp_path: Any) -> None:
     imageio = pytest.importorskip("imageio.v3")
-    right = run_episode("1-1", BUILTIN["right"](), MarioProtocol(max_steps=10), 0, 0)
+    right = run_episode("1-1", BUILTIN["right"](), MarioProtocol(sticky_p=0.0, max_steps=10), 0, 0)
     frames: list[np.ndarray] = []
-    replay_episode("1-1", right.actions, MarioProtocol(max_steps=10), 0, frames.append)
+    replay_episode(
+        "1-1", right.actions, MarioProtocol(sticky_p=0.0, max_steps=10), 0, frames.append
+    )
     path = tmp_path / "replay.gif"
     imageio.imwrite(path, frames[::4], extension=".gif")
     assert imageio.imread(path, index=None).shape[1:3] == (240, 256)

@@ -183,7 +183,9 @@ def test_the_algorithm_is_read_from_the_checkpoint(tmp_path: Path, algorithm: st
     )
     agent = load(path, resize=36)
     assert type(agent.model).__name__ == algorithm
-    outcome = run_episode("1-1", agent, MarioProtocol(max_steps=5), env_seed=0, agent_seed=0)
+    outcome = run_episode(
+        "1-1", agent, MarioProtocol(sticky_p=0.0, max_steps=5), env_seed=0, agent_seed=0
+    )
     assert outcome.steps == 5
 
 
@@ -205,7 +207,9 @@ def test_an_action_set_of_another_size_is_refused_at_reset(checkpoint: Path) -> 
     with pytest.raises(ValueError, match=r"5 actions.*'simple' has 7"):
         agent.reset(seed=0, level="1-1", action_set="simple", actions=action_names("simple"))
     with pytest.raises(ValueError, match=r"5 actions.*'simple' has 7"):
-        run_episode("1-1", agent, MarioProtocol(action_set="simple"), env_seed=0, agent_seed=0)
+        run_episode(
+            "1-1", agent, MarioProtocol(sticky_p=0.0, action_set="simple"), env_seed=0, agent_seed=0
+        )
 
 
 def test_missing_and_corrupt_files_are_clear_errors(tmp_path: Path) -> None:
@@ -247,5 +251,7 @@ def test_cuda_without_a_gpu_runs_on_the_cpu_with_a_warning(
     assert any(
         "no CUDA GPU" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records
     )
-    outcome = run_episode("1-1", agent, MarioProtocol(max_steps=5), env_seed=0, agent_seed=0)
+    outcome = run_episode(
+        "1-1", agent, MarioProtocol(sticky_p=0.0, max_steps=5), env_seed=0, agent_seed=0
+    )
     assert outcome.steps == 5

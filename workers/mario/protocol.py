@@ -59,8 +59,12 @@ class MarioProtocol(BaseModel):
     # One step = one agent decision, held for frame_skip frames (at least one per game second).
     frame_skip: int = Field(default=4, ge=1, le=60)
     action_set: ActionSetName = "right_only"
-    # Each frame, with this probability, the previous frame's buttons repeat (Machado et al.).
-    sticky_p: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # Each frame, with this probability, the previous frame's buttons repeat (Machado et al.
+    # 2018's evaluation default, 0.25, the Retro Contest's too): a deterministic agent's episodes
+    # differ, so N episodes are N samples, not one replayed N times. 0 plays the deterministic
+    # game; a protocol that says 0 keeps the fingerprint it had when 0 was the default
+    # (docs/mario.md, "The evaluation protocol").
+    sticky_p: float = Field(default=0.25, ge=0.0, lt=1.0)
     # 4,500 steps of 4 frames = 18,000 frames, the 2018 Retro Contest's cap.
     max_steps: int = Field(default=4500, ge=1, le=1_000_000)
     # How max_x is measured (docs/mario.md, "max_x and areas"): over the steps on the course,

@@ -7,11 +7,8 @@ an episode bit for bit. Field definitions: docs/mario.md.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import random
 import time
-import zlib
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -29,6 +26,7 @@ from workers.mario.protocol import (
     check_level,
     level_target,
 )
+from workers.mario.trajectory import decode_actions, encode_actions
 
 
 class EpisodeOutcome(BaseModel):
@@ -51,17 +49,6 @@ class EpisodeOutcome(BaseModel):
     levels_completed: int | None = None  # full game only
     furthest_level: str | None = None  # full game only
     actions: str  # base64 of the zlib-compressed action indices, one byte per step
-
-
-def encode_actions(actions: bytes | bytearray) -> str:
-    return base64.b64encode(zlib.compress(bytes(actions), 9)).decode("ascii")
-
-
-def decode_actions(actions: str) -> bytes:
-    try:
-        return zlib.decompress(base64.b64decode(actions, validate=True))
-    except (binascii.Error, zlib.error, ValueError) as error:
-        raise ValueError(f"actions: not an action log ({error})") from None
 
 
 def run_episode(
@@ -231,4 +218,12 @@ class _Tracker:
         )
 
 
-__all__ = ["FULL_GAME", "EpisodeOutcome", "play_steps", "replay_episode", "run_episode"]
+__all__ = [
+    "FULL_GAME",
+    "EpisodeOutcome",
+    "decode_actions",
+    "encode_actions",
+    "play_steps",
+    "replay_episode",
+    "run_episode",
+]
