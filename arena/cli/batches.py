@@ -9,13 +9,17 @@ import click
 from arena.cli import terminal
 from arena.cli.terminal import JSON_HELP, OUTPUT_PATH, exit_for, print_json
 from arena.service import batches, boards, cluster
+from arena.service.episodes_export import batch_csv, board_csv
 from arena.service.queue import place_line, place_of
 from arena.service.reports import check_output_path, write_report
 from arena.service.waiting import wait
 from tasks.settings import load_settings
 from tasks.spec import PRIORITIES
 from tasks.store import FINISHED
+from tasks.validation import InputError
 from tasks.workloads.base import ValidatedBatch
+
+CSV_HELP = "Print every episode (unit) as CSV, one per row, for pandas."
 
 REPLAY_HELP = (
     "Rerun every unit with llm agents answered from the replay cache, never their endpoints "
@@ -173,12 +177,16 @@ def cancel_command(batch_ref: str) -> None:
 @click.command("leaderboard")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
-def leaderboard_command(name: str | None, as_json: bool) -> None:
+@click.option("--csv", "as_csv", is_flag=True, help=CSV_HELP)
+def leaderboard_command(name: str | None, as_json: bool, as_csv: bool) -> None:
     """A leaderboard (no NAME: list them)."""
     with cluster.open_store(load_settings()) as db:
         if name is None:
             names = db.leaderboard_names()
             print_json(names) if as_json else click.echo("\n".join(names))
+            return
+        if as_csv:
+            click.echo(board_csv(db, name), nl=False)
             return
         board = boards.read_board(db, name)
     if as_json:
@@ -198,11 +206,17 @@ def logs_command(batch_ref: str, agent: str | None) -> None:
 @click.command("report")
 @click.argument("batch_ref", metavar="ID")
 @OUTPUT_PATH
-def report_command(batch_ref: str, output_path: Path | None) -> None:
+@click.option("--csv", "as_csv", is_flag=True, help=CSV_HELP)
+def report_command(batch_ref: str, output_path: Path | None, as_csv: bool) -> None:
     """A batch's report (JSON: config, versions, per-agent and per-unit results)."""
     settings = load_settings()
     target = check_output_path(output_path) if output_path else None
+    if as_csv and target:
+        raise InputError("--csv: prints to standard output, not with --output-path (> file.csv)")
     with cluster.open_store(settings) as db:
+        if as_csv:  # the units only, one row each
+            click.echo(batch_csv(db, db.resolve(batch_ref)), nl=False)
+            return
         report = batches.stored_report(settings, db, db.resolve(batch_ref))
     if target:
         click.echo(str(write_report(report, target)))
