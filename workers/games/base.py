@@ -131,6 +131,11 @@ class Game(ABC):
         self._check_player(player)
         return ObservationView(self, player)
 
+    def history_of(self, player: int) -> list[dict[str, Any]]:
+        """The player's history entries so far, each built once: the game's own list, to read,
+        never to change (the sandbox's wire sends the new ones, workers/agent_wire.py)."""
+        return self._own_history(player)
+
     def _own_history(self, player: int) -> list[dict[str, Any]]:
         history = self._history[player]
         for round_index in range(len(history), self.played):

@@ -156,7 +156,11 @@ def _round(
 def _begin(strategy: Strategy, game: Game, player: int) -> str | None:
     """Why sending the player's observation failed, or None."""
     try:
-        strategy.begin_act(game.observation(player))  # type: ignore[attr-defined]
+        begin_in = getattr(strategy, "begin_act_in", None)
+        if begin_in is not None:  # it reads what it sends from the game itself
+            begin_in(game, player)
+        else:
+            strategy.begin_act(game.observation(player))  # type: ignore[attr-defined]
     except Exception as exc:
         return f"act failed: {_describe(exc)}"
     return None

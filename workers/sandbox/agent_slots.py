@@ -108,6 +108,12 @@ class SandboxedSlot:
         kind, payload, _ = self.observations.encode(observation)
         self.slots.queue("act", self.slot, (kind, payload))
 
+    def begin_act_in(self, game: Any, player: int) -> None:
+        """begin_act of the player's observation, encoded from the game without building it
+        (Observations.encode_game): what the agent's side makes of it is the same."""
+        kind, payload, _ = self.observations.encode_game(game, player)
+        self.slots.queue("act", self.slot, (kind, payload))
+
     def finish_act(self) -> Any:
         return self.slots.answer()
 
