@@ -65,6 +65,7 @@ def test_the_series_is_the_rows_by_steps(client: TestClient, board: str) -> None
         assert point["score"] == row["score"] and point["batch"] == row["batch"]
         for key in ("success_rate", "success_ci95", "iqm_score", "iqm_ci95", "episodes"):
             assert point[key] == row["stats"][key], key
+        assert point["avg_max_x"] == row["stats"]["avg_max_x"]  # the distance view
     # The page draws one learning curve per run, with the API's numbers in data-values.
     page = client.get(f"/ui/leaderboards/{board}").text
     figures = re.findall(
@@ -75,6 +76,10 @@ def test_the_series_is_the_rows_by_steps(client: TestClient, board: str) -> None
     svg = client.get(f"/leaderboards/{board}/charts/series.svg?run=walk")
     assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
     assert "learning curve of walk" in svg.text and 'id="iqm-walk"' in svg.text
+    # Beside the composite, the distance: each checkpoint's mean max x.
+    first = series["points"][0]
+    assert 'id="max-x-walk"' in svg.text
+    assert f"max-x-walk: {steps_label(first['steps'])} {first['avg_max_x']:g} [" in svg.text
     assert client.get(f"/leaderboards/{board}/charts/series.png").status_code == 200
 
 
@@ -121,6 +126,8 @@ def test_the_cli_prints_the_series(cluster_env: dict[str, str], board: str) -> N
     as_json = arena("mario", "series", board, "walk", "--json", env=cluster_env)
     points = json.loads(as_json.stdout)["points"]
     assert [p["steps"] for p in points] == [1000, 20000, 3000000]
+    assert "max x" in lines[1]  # the distance column, beside the best score
+    assert [line.split()[3] for line in lines[2:]] == [f"{p['avg_max_x']:,.0f}" for p in points]
     assert points[0]["vs_previous"] is None
     for previous, point in pairwise(points):  # what `arena compare THIS PREVIOUS --json` says
         compared = arena("compare", board, point["agent"], previous["agent"], "--json",

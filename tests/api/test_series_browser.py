@@ -80,7 +80,7 @@ def test_a_run_s_learning_curve_in_the_browser(
 def check_drawn(chromium: Any, url: str, steps: list[int], shots: Path) -> Path:
     """The picture opened by itself, as Chromium lays out its SVG: one visible mark per
     checkpoint in each of its curves, apart from one another and left to right by steps, and
-    both panels' x axes named training steps, their ticks written as checkpoints' steps are."""
+    the three panels' x axes named training steps, their ticks written as checkpoints' steps are."""
     page = chromium.new_page(viewport={"width": 900, "height": 400})
     page.goto(url)
     for curve in MARKS:
@@ -93,7 +93,7 @@ def check_drawn(chromium: Any, url: str, steps: list[int], shots: Path) -> Path:
         gaps = [right - left for left, right in pairwise(xs)]
         assert min(gaps) > widest, f"{curve}: checkpoints drawn over each other at x {xs}"
     texts = [t.strip() for t in page.locator("text").all_text_contents()]
-    assert texts.count("training steps") == 2, texts  # each panel's x axis
+    assert texts.count("training steps") == 3, texts  # each panel's x axis (IQM, success, max x)
     ticks = [t.strip() for t in page.locator("g[id^=xtick_] text").all_text_contents()]
     assert len(ticks) >= 4 and all(STEPS.fullmatch(t) for t in ticks), ticks
     return shoot_picture(page, shots, f"series-{RUN}")

@@ -1,9 +1,10 @@
 """A board's learning curves (arena/service/series.py): for each training run, its checkpoints'
-IQM with the bootstrap 95% band and best score (left), and success rate with the Wilson 95% band
-(right), against training steps: on a linear axis, or a logarithmic one where that keeps the
-checkpoints further apart (1k, 20k, 3M: on a linear axis 1k and 20k are drawn over each other).
-A checkpoint its episodes separate from the previous one (`vs_previous`) is marked on its IQM:
-△ better, ▽ worse."""
+IQM with the bootstrap 95% band and best score (left), success rate with the Wilson 95% band
+(middle) and the distance, the episodes' mean max x (right: how far right Mario got, which the
+composite score mixes with steps and coins), against training steps: on a linear axis, or a
+logarithmic one where that keeps the checkpoints further apart (1k, 20k, 3M: on a linear axis 1k
+and 20k are drawn over each other). A checkpoint its episodes separate from the previous one
+(`vs_previous`) is marked on its IQM: △ better, ▽ worse."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ Pair = list[float] | None
 
 
 def learning_curve(pic: SeriesPicture) -> Drawn:
-    fig = Figure(figsize=(8, 2.8))
+    fig = Figure(figsize=(10.5, 2.8))
     several = len(pic.series) > 1
     place(fig, 0.7, bottom_in=0.5, top_in=0.45, right_in=1.3 if several else 0.2)
-    score, success = fig.subplots(1, 2, width_ratios=[1.4, 1])
+    score, success, distance = fig.subplots(1, 3, width_ratios=[1.4, 1, 1])
     titles: dict[str, str] = {}
     for i, run in enumerate(pic.series):
         shade = colour(i)
@@ -44,15 +45,20 @@ def learning_curve(pic: SeriesPicture) -> Drawn:
             for s, p in zip(steps, run.points, strict=True)
         ]
         titles |= banded(success, f"success-{run.run}", rates, shade, run.run)
+        far: list[tuple[float, float | None, Pair]] = [
+            (s, p.avg_max_x, None) for s, p in zip(steps, run.points, strict=True)
+        ]
+        titles |= banded(distance, f"max-x-{run.run}", far, shade, run.run)
     every = sorted({p.steps for run in pic.series for p in run.points})
-    for ax in (score, success):
+    for ax in (score, success, distance):
         steps_axis(ax, every)
     score.set_ylabel("arena score")
     score.set_title("IQM [bootstrap 95%] (line), best (★), △▽ vs previous")
     success.set_ylim(-2, 102)
     success.set_title("success rate, % [Wilson 95%]")
+    distance.set_title("distance: mean max x, px")
     if several:
-        success.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+        distance.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     runs = ", ".join(s.run for s in pic.series)
     title = f"{pic.board}: learning curve of {runs}"
     fig.suptitle(title, fontweight="bold")
