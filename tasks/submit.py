@@ -38,7 +38,8 @@ def check_leaderboards(store: Store, batch: ValidatedBatch, claim: bool = False)
     """The batch's boards (name -> protocol fingerprint); refused when one holds another
     protocol. With `claim`, an empty board is claimed for this protocol at once (atomically), so
     two specs submitted back to back cannot both pass the check."""
-    boards = get_workload(batch.spec.workload).boards(batch)
+    workload = get_workload(batch.spec.workload)
+    boards = workload.boards(batch)
     for name, fingerprint in boards.items():
         if claim:
             existing: str | None = store.claim_leaderboard(name, fingerprint)
@@ -47,7 +48,7 @@ def check_leaderboards(store: Store, batch: ValidatedBatch, claim: bool = False)
         if existing is not None and existing != fingerprint:
             raise InputError(
                 f"leaderboard: {name!r} holds results of a different protocol (items, protocol "
-                "or params differ); name another leaderboard"
+                f"or params differ); name another leaderboard{workload.protocol_hint}"
             )
     return boards
 

@@ -227,6 +227,9 @@ class Workload(ABC):
     # table columns above), and whether its rows link the best episode's replay.
     page_columns: ClassVar[tuple[PageColumn, ...] | None] = None
     replays: ClassVar[bool] = False
+    # Said after "holds results of a different protocol" (tasks/submit.py), where a workload's
+    # defaults changed under existing boards and the way back to them is worth a line.
+    protocol_hint: ClassVar[str] = ""
 
     def memory_limit_mb(self, unit: Unit) -> int:
         """The address space a worker process may use while it runs this unit, MiB (0: none;

@@ -107,6 +107,10 @@ class MarioWorkload(Workload):
         PageColumn(key="episodes", header="Episodes", fmt="count"),
     )
     replays: ClassVar[bool] = True
+    protocol_hint: ClassVar[str] = (
+        " (boards from before sticky actions 0.25 became the default hold sticky_p 0: "
+        "params: {sticky_p: 0} adds to them)"
+    )
 
     def queue(self, agent: Any, item: Any, params: Any) -> QueueName:
         return "gpu" if agent.device == "cuda" else "cpu"

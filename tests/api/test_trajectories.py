@@ -31,6 +31,9 @@ from arena.web.app import create_app
 from scoring.compare import compare_scores
 from tasks.settings import ArenaSettings
 from tasks.store import Store
+from tasks.submit import check_leaderboards
+from tasks.validation import InputError
+from tasks.workloads import validate_batch
 from tests.api.picture_batches import run_into
 
 pytestmark = pytest.mark.integration
@@ -159,3 +162,15 @@ def test_an_agent_against_a_fresh_evaluation_of_itself(world: World) -> None:
     c = compare_scores(a, b, trajectories=(ta, tb))
     assert ta >= 2 and tb >= 2 and c.conclusive
     assert c.ci95[0] <= 0.5 <= c.ci95[1] and c.better is None
+
+
+def test_a_board_of_the_old_default_refuses_the_new_one_saying_how_to_add_to_it(
+    world: World,
+) -> None:
+    """The `still` board holds sticky_p 0 (the default before): a batch under the new default is
+    refused naming the way back, one that says sticky_p 0 is its protocol."""
+    fresh = validate_batch(mario("still", AGENTS[:1], 4, 5), asker="operator")
+    with pytest.raises(InputError, match=re.escape("sticky_p 0: params: {sticky_p: 0} adds to")):
+        check_leaderboards(world.db, fresh)
+    same = validate_batch(mario("still", AGENTS[:1], 4, 5, sticky_p=0), asker="operator")
+    assert check_leaderboards(world.db, same) == {STILL: world.db.leaderboard_protocol(STILL)}
