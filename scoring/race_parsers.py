@@ -16,6 +16,7 @@ from typing import Literal
 
 from scoring._common import StrictModel
 from scoring.race_dimensions import DimensionResult, TestCounts, TestOutcome, score_tests_outcome
+from scoring.race_tests import go_broken_packages, go_events
 
 RunnerName = Literal["junit", "pytest", "jest", "cargo", "go"]
 
@@ -89,7 +90,27 @@ def parse_cargo(text: str) -> TestCounts | None:
     )
 
 
+def parse_go_json(text: str) -> TestCounts | None:
+    """`go test -json`: top-level tests' pass/fail/skip events (a subtest is part of its
+    parent, as with -v), and one error per package that did not build."""
+    events = go_events(text)
+    if not events:
+        return None
+    outcomes = [
+        str(e.get("Action")) for e in events if e.get("Test") and "/" not in str(e.get("Test"))
+    ]
+    return TestCounts(
+        passed=outcomes.count("pass"),
+        failed=outcomes.count("fail"),
+        skipped=outcomes.count("skip"),
+        errors=len(go_broken_packages(text, events)),
+    )
+
+
 def parse_go(text: str) -> TestCounts | None:
+    from_events = parse_go_json(text)
+    if from_events is not None:
+        return from_events
     lines = _lines(text)
     packages = [m.groups() for m in map(_GO_PACKAGE.match, lines) if m]
     # A package that does not build runs none of its tests: one error each, -v or not.

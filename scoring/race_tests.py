@@ -1,7 +1,7 @@
 """Tests by name: which tests one run passed, failed, skipped (`cases`: name -> outcome), read
 from what the runner says of each test (a JUnit XML report, pytest's `-v` or `-rA` lines, jest's
-`--json` report, `cargo test`'s per-test lines, `go test -v`), and what a branch did to the
-baseline's tests (`compare_cases`): the broken, skipped and missing ones a race names.
+`--json` report, `cargo test`'s per-test lines, `go test -json` or `-v`), and what a branch did
+to the baseline's tests (`compare_cases`): the broken, skipped and missing ones a race names.
 
 Beyond the seed, which compares counts only: a branch that breaks one test and adds two passes
 more tests than the baseline, so the seed's regression term does not see it. The score keeps the
@@ -224,13 +224,67 @@ def cargo_cases(text: str) -> Cases | None:
 
 
 _GO_RESULT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(")
-_GO_PACKAGE = re.compile(r"^(?:ok|FAIL)\s*\t(\S+)")
-_GO_OUTCOME: dict[str, CaseOutcome] = {"PASS": "passed", "FAIL": "failed", "SKIP": "skipped"}
+_GO_PACKAGE = re.compile(r"^(?:ok|FAIL)\s*\t(\S+)(?:.*?(\[(?:build|setup) failed\]))?")
+_GO_OUTCOME: dict[str, CaseOutcome] = {
+    "PASS": "passed",
+    "FAIL": "failed",
+    "SKIP": "skipped",
+    "pass": "passed",
+    "fail": "failed",
+    "skip": "skipped",
+}
+
+
+def go_events(text: str) -> list[dict[str, object]]:
+    """The events of `go test -json`, one JSON object a line (a line that is not one, such as
+    the compiler's messages and 'FAIL pkg [build failed]' before Go 1.24, is left out)."""
+    events = []
+    for line in text.splitlines():
+        if line.startswith("{") and '"Action"' in line:
+            try:
+                event = from_json(line)
+            except ValueError:
+                continue
+            # Every event of go's names its package: another tool's JSON line is not one.
+            if isinstance(event, dict) and isinstance(event.get("Package"), str):
+                events.append(event)
+    return events
+
+
+def go_broken_packages(text: str, events: list[dict[str, object]]) -> set[str]:
+    """The packages whose tests could not run: '[build failed]' or '[setup failed]' in the
+    plain output (Go 1.19 to 1.23), or a -json build failure event (Go 1.24 on)."""
+    broken = {
+        m.group(1)
+        for m in map(_GO_PACKAGE.match, _ANSI.sub("", text).splitlines())
+        if m and m.group(2)
+    }
+    broken |= {
+        str(e.get("Package"))
+        for e in events
+        if e.get("Action") == "fail" and not e.get("Test") and e.get("FailedBuild")
+    }
+    return broken
+
+
+def _go_json_cases(text: str, events: list[dict[str, object]]) -> Cases | None:
+    found = _Collected()
+    for event in events:
+        outcome = _GO_OUTCOME.get(str(event.get("Action")))
+        if outcome is not None and event.get("Test"):
+            found.add(f"{event.get('Package')}::{event.get('Test')}", outcome)
+    for package in go_broken_packages(text, events):
+        found.add(package, "error")
+    return found.result()
 
 
 def go_cases(text: str) -> Cases | None:
-    """From `go test -v`'s '--- PASS: TestX' lines (subtests too: 'TestT/case'), each named by
-    the package whose 'ok'/'FAIL' line follows them ('example.com/m/calc::TestAdd')."""
+    """From `go test -json`'s events, or `go test -v`'s '--- PASS: TestX' lines (subtests too:
+    'TestT/case'), each named by its package ('example.com/m/calc::TestAdd'); a package that
+    does not build is one error named by the package."""
+    events = go_events(text)
+    if events:
+        return _go_json_cases(text, events)
     lines = _ANSI.sub("", text).splitlines()
     if not any(line.startswith("=== RUN") for line in lines):
         return None  # without -v only the failures are listed, which is not every test
@@ -242,6 +296,8 @@ def go_cases(text: str) -> Cases | None:
         elif package := _GO_PACKAGE.match(line):
             for name, outcome in pending:
                 found.add(f"{package.group(1)}::{name}", outcome)
+            if package.group(2):
+                found.add(package.group(1), "error")
             pending = []
     return found.result()
 

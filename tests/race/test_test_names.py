@@ -1,7 +1,8 @@
 """Tests by name (scoring/race_tests.py) read from the real runners' captured output
 (tests/race/captured/: pytest -rA and -v, pytest's JUnit report, jest --json, cargo test,
-go test -v), and the rule that compares a branch's with the baseline's. Before (c3f317a) a check
-kept counts only: no name of any test was kept, so nothing could say which test a branch broke."""
+go test -json and -v), and the rule that compares a branch's with the baseline's. Before
+(c3f317a) a check kept counts only: no name of any test was kept, so nothing could say which
+test a branch broke."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def test_every_test_named_as_written_by_hand(case: dict[str, object]) -> None:
     # The counts come from the same output as ever: names do not change them.
     report = parse_test_output(text, int(str(case["exit_code"])))
     assert report.runner == case["runner"] and report.counts is not None
+    if case["runner"] == "go":  # go's counts are of top-level tests; its names hold subtests
+        cases = {n: o for n, o in cases.items() if "/" not in n.split("::")[-1]}
     named_passed = sum(outcome == "passed" for outcome in cases.values())
     assert report.counts.passed == named_passed
 
@@ -195,3 +198,23 @@ def test_only_the_winners_changes_hold_the_verdict() -> None:
     loser = race(agent("a", 11, None), agent("b", 8, broke))
     assert loser.verdict.value == "auto-merge"
     assert loser.agents[1].test_changes == broke  # still named in its row
+
+
+@pytest.mark.parametrize(
+    ("json_file", "plain_file"),
+    [
+        ("go_json_mixed.txt", "go_verbose_mixed.txt"),
+        ("go_json_build_fail.txt", "go_build_fail.txt"),
+    ],
+)
+def test_go_json_counts_the_tests_written_by_hand(json_file: str, plain_file: str) -> None:
+    """`go test -json` was read by the exit code only: its events are now counted, top-level
+    tests as with -v, a package that does not build as one error (the counts manifest.json
+    gives the same project run without -json)."""
+    manifest = json.loads((CAPTURED / "manifest.json").read_text())
+    expected = next(c["expected"] for c in manifest if c["file"] == plain_file)
+    counts = parse_test_output(captured(json_file), 1).counts
+    assert counts is not None
+    got = {"passed": counts.passed, "failed": counts.failed, "skipped": counts.skipped}
+    got |= {"errors": counts.errors, "total": counts.total}
+    assert got == expected

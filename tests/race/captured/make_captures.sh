@@ -364,8 +364,8 @@ capture jest_load_error.txt jest "$J/load_error" "CI=true npx jest" \
   "ok.test.js: 2 pass; broken.test.js has a syntax error so the suite fails to run (counted as 1 error; jest reports it under 'Test Suites: 1 failed', and its 'Tests:' line only counts the 2 passing tests). The code frame contains ANSI colour escapes."
 
 # =============================================================== names =====
-# The same mixed pytest and jest projects, run so that the runner names every test (pytest -rA,
-# jest --json): what a race compares by name (scoring/race_tests.py). names_manifest.json keeps,
+# The same mixed pytest, jest and go projects, run so that the runner names every test (pytest -rA,
+# jest --json, go test -json): what a race compares by name (scoring/race_tests.py). names_manifest.json keeps,
 # per file, every test's name and outcome as written by hand from the sources above.
 # capture_names FILE RUNNER DIR COMMAND EXPECTED_CASES_JSON NOTE   (the "names" section)
 capture_names() {
@@ -833,6 +833,14 @@ capture go_syntax_error.txt go "$G/syntax_error" "go test ./..." \
 capture go_no_test_files.txt go "$G/no_test_files" "go test ./..." \
   '{"passed": 3, "failed": 0, "skipped": 0, "errors": 0, "total": 3}' \
   "calc has 3 passing tests; strutil has no _test.go file and is reported as '? ... [no test files]'."
+
+# go test -json (the "names" section, after the go projects above): one JSON event per line.
+capture_names go_json_mixed.txt go "$G/mixed" "go test -json ./..." \
+  '{"example.com/arenasample/calc::TestAdd": "passed", "example.com/arenasample/calc::TestSub": "failed", "example.com/arenasample/calc::TestSkipped": "skipped", "example.com/arenasample/calc::TestTable": "failed", "example.com/arenasample/calc::TestTable/small": "passed", "example.com/arenasample/calc::TestTable/large": "passed", "example.com/arenasample/calc::TestTable/negative": "failed", "example.com/arenasample/strutil::TestReverse": "passed", "example.com/arenasample/strutil::TestUpper": "passed", "example.com/arenasample/strutil::TestCases": "passed", "example.com/arenasample/strutil::TestCases/ascii": "passed", "example.com/arenasample/strutil::TestCases/empty": "passed", "example.com/arenasample/strutil::TestCases/unicode": "skipped"}' \
+  "Same project as go_verbose_mixed.txt, -json: counts as there (top level: 4 passed, 2 failed, 1 skipped); names include subtests."
+capture_names go_json_build_fail.txt go "$G/build_fail" "go test -json ./..." \
+  '{"example.com/arenasample/calc": "error", "example.com/arenasample/strutil::TestReverse": "passed", "example.com/arenasample/strutil::TestUpper": "passed"}' \
+  "Same project as go_build_fail.txt, -json: calc does not build (its tests never run: one error named by the package); strutil passes its 2 tests."
 
 # =============================================================== junit =====
 # The pytest sample projects above, with --junitxml: the report file is the capture.
