@@ -253,13 +253,12 @@ def _await_turn(go: int) -> bool:
     """A spare's wait for `go` (False: the pipe closed). Roused (`w`) as its unit ends, it asks
     without sleeping for up to ROUSED_SPIN_S, yielding the CPU to anything runnable."""
     said = os.read(go, 1)
-    if said == b"w":
+    if said == b"w":  # roused (again, maybe, as the unit ends): ask without sleeping a while
         os.set_blocking(go, False)
         end = time.perf_counter() + ROUSED_SPIN_S
-        while time.perf_counter() < end:
+        while said == b"w" and time.perf_counter() < end:
             try:
                 said = os.read(go, 1)
-                break
             except BlockingIOError:
                 os.sched_yield()
         os.set_blocking(go, True)
