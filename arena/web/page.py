@@ -25,6 +25,7 @@ from arena.web.figures import CAPTIONS, board_figures, figure, replay_figure, tr
 from arena.web.html import PAGE_CSP, band, bar, data, e, interval, layout, number
 from arena.web.state import ApiState, not_found
 from scoring.compare import Comparison, trajectories_word
+from scoring.race_tests import TestChanges
 from tasks.records import FINISHED, BatchInfo
 from tasks.store import LeaderboardRow, Store
 from tasks.validation import InputError, RunFailed
@@ -209,6 +210,8 @@ def race_card(
     )
     outputs = "".join(check_output(c, tails[c]) for c in CHECKS if c in tails)
     notes = "".join(f"<li>{e(n)}</li>" for n in row.get("notes", []))
+    changes = TestChanges.model_validate(row.get("test_changes") or {}, strict=False)
+    broke = f'<p class="test-changes">{e(changes.describe())}</p>' if changes.holds else ""
     merge = (
         f'<form class="merge" data-url="/races/{e(batch_id)}/merge">'
         '<input type="password" name="token" '
@@ -223,7 +226,7 @@ def race_card(
         f'<span class="composite" data-value="{data(row.get("composite"))}">'
         f"{e(format_value(row.get('composite'), 'number'))}</span></h2>"
         f"<p>branch {e(row.get('branch'))} at {e(str(row.get('commit'))[:12])}</p>{dims}"
-        f"{f'<ul>{notes}</ul>' if notes else ''}"
+        f"{f'<ul>{notes}</ul>' if notes else ''}{broke}"
         f"<details><summary>Build, test and lint output</summary>"
         f"{outputs or '<p>no output captured</p>'}</details>{merge}</div>"
     )

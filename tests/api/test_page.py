@@ -349,3 +349,25 @@ def test_a_race_page_says_why_it_failed_or_needs_review() -> None:
     review = failed_or_review({"failed_reason": None, "review_reason": "1 check did not run"})
     assert review == '<p class="review-reason">Review: 1 check did not run</p>'
     assert failed_or_review({"verdict": "auto-merge"}) == ""
+
+
+def test_a_race_card_names_the_baseline_tests_its_branch_broke() -> None:
+    """Each agent's card says which baseline tests its branch broke or skipped, escaped (a
+    parametrised test id can hold any text); a card whose branch changed none says nothing."""
+    from arena.web.page import race_card
+
+    row = {
+        "rank": 1,
+        "name": "B",
+        "composite": 96.5,
+        "scores": {},
+        "branch": "b",
+        "commit": "c" * 40,
+        "test_changes": {"broken": ["t::test_int_bytes[0-<b>]"], "skipped": [], "missing": []},
+    }
+    card = race_card(row, {}, True, "b1")
+    assert (
+        '<p class="test-changes">broke 1 baseline test (t::test_int_bytes[0-&lt;b&gt;])</p>' in card
+    )
+    for changes in (None, {"broken": [], "skipped": [], "missing": [], "unnamed": False}):
+        assert "test-changes" not in race_card({**row, "test_changes": changes}, {}, True, "b1")
