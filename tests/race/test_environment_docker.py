@@ -96,6 +96,10 @@ def test_checks_run_in_the_repositorys_environment_not_the_images_arena(
     assert "SyntaxError" in broken["build"]["output_tail"]
     again = broken["environment"]
     assert again["reused"] and again["key"] == first["key"]
+    # Versions on record (issue 36), read from the environment the image's pip installed into.
+    assert first["installed"]["pytest"] and first["installed"]["ruff"]
+    assert first["tools"] == {t: first["installed"][t] for t in ("pytest", "ruff")}
+    assert again["installed"] == first["installed"]
     assert again["duration_s"] < first["duration_s"]
     print(f"docker: environment built in {first['duration_s']:.2f}s, reused in ", end="")
     print(f"{again['duration_s']:.3f}s")
