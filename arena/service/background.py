@@ -130,6 +130,7 @@ class BackgroundEvaluations:
             )
             if new_best:
                 self.best = done.name
+            log.info("arena: %s evaluated%s", agent, ", the new best" if new_best else "")
             self.landed.put(Landed(path, done, against, before, new_best))
 
     def _against_best(self, target: Target, done: Evaluated) -> Comparison | None:

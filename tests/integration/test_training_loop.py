@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.ppo_trainer import PARAMS
 from tests.integration.test_embedded import embedded_env, no_leftovers
 
 pytestmark = pytest.mark.integration
-STEPS, EVERY, DEADLINE_S = 1_000_000, 2_000, 240
+STEPS, EVERY, DEADLINE_S = 1_000_000, 500, 240
+PARAMS = {"frame_skip": 4, "action_set": "right_only", "max_steps": 50}
 # 16x16 frames and an MLP: training costs little beside the emulator, so the test's time is the
 # cluster's start and three evaluations.
 PREPROCESS = {"grayscale": True, "resize": 16, "frame_stack": 1}
@@ -72,14 +72,14 @@ def test_a_run_that_does_not_improve_is_stopped_and_logged(
     torch.set_num_threads(1)
     env = MarioObservation(MarioEnv("1-1", PARAMS), **PREPROCESS)
     model = PPO(
-        "MlpPolicy", env, n_steps=256, batch_size=64, n_epochs=1, seed=0, device="cpu",
+        "MlpPolicy", env, n_steps=250, batch_size=50, n_epochs=1, seed=0, device="cpu",
         learning_rate=0.0, tensorboard_log=str(tmp_path / "tb"),
     )  # fmt: skip
     new_bests = NewBests()
     stop = StopTrainingOnNoArenaImprovement(max_no_improvement_evals=1)
     arena = ArenaCallback(
         "flat", every=EVERY, folder=tmp_path / "checkpoints", episodes=2, seed=7, params=PARAMS,
-        preprocess=PREPROCESS, callback_on_new_best=new_bests, callback_after_eval=stop,
+        preprocess=PREPROCESS, callback_on_new_best=new_bests, callback_after_eval=stop, verbose=1,
         wait_at_end=False,  # the evaluations queued when it stopped are not waited for
     )  # fmt: skip
     model.learn(STEPS, callback=CallbackList([arena, Deadline()]))
