@@ -16,6 +16,7 @@ declares (docs/security.md, "Disk"):
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -52,9 +53,21 @@ def tree_size(folder: Path) -> int:
     return tree_bytes(str(folder), folder.stat().st_dev, set())
 
 
+def write_marker(path: Path, text: str) -> None:
+    """`text` in a new file at `path`, whatever was there removed first and no link followed: a
+    setup command ran with the environment writable and may have left `.arena-size` as a link to
+    a file of the worker's, which a plain write would overwrite outside the jail."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as marker:
+        marker.write(text)
+
+
 def record_size(env: Path) -> int:
     size = tree_size(env)
-    (env / SIZE).write_text(str(size))
+    write_marker(env / SIZE, str(size))
     return size
 
 
@@ -114,4 +127,5 @@ __all__ = [
     "record_size",
     "stored_size",
     "tree_size",
+    "write_marker",
 ]

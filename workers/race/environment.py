@@ -44,6 +44,7 @@ from workers.race.env_cache import (
     prune,
     record_size,
     stored_size,
+    write_marker,
 )
 from workers.race.installed import described, installed_distributions, tool_versions
 from workers.race.requirements import (
@@ -247,7 +248,7 @@ def python_environment(
                 failed.write_text(str(exc)[:1000])
                 raise
             size = _within_disk(env, failed, bounds)
-            (env / READY).write_text(key)
+            write_marker(env / READY, key)  # not through a link a setup command left
         installed = installed_distributions(env)
     run = EnvironmentRun(
         key=key,
