@@ -107,6 +107,7 @@ def episodes_of(http: Http, entry: dict[str, Any]) -> dict[str, Any]:
         "success_rate": stats["success_rate"],
         "success_ci95": stats["success_ci95"],
         "avg_max_x": stats["avg_max_x"],
+        "trajectories": stats["trajectories"],  # distinct ones (docs/mario.md)
     }
 
 
