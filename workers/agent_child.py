@@ -242,8 +242,10 @@ def unit_child(
     except (OSError, ValueError) as exc:
         send(sock, {"broken": f"the agent sandbox could not be set up: {exc}"})
         _exit(70)
-    if go is not None and not _await_turn(go):
-        _exit(0)  # dropped before its turn: the pipe closed
+    if go is not None:
+        if not _await_turn(go):
+            _exit(0)  # dropped before its turn: the pipe closed
+        sock.sendall(b"!")  # begun (the zygote reads it before handing the socket over)
     _dumpable()
     serve(sock, Server(zygote.shm), zygote.spin_s, ("make", argument))
     _exit(0)

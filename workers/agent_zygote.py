@@ -21,6 +21,9 @@ from workers.agent_wire import SPIN_S, Pacer, encode_answer, receive_request
 # How long the zygote, told a unit is in its last round (`soon`), waits for its end without
 # sleeping: waking it costs ~1 ms on a virtual machine's idle CPU, now spent during that round.
 SOON_SPIN_S = 5e-3
+# How long a spare told to go has to say it began (it is awake, roused: microseconds); one
+# that does not is ended and the unit gets a new child.
+BEGUN_TIMEOUT_S = 2.0
 
 # What a forked child runs (agent_child.unit_child): the zygote, the child's socket, the `make`
 # it serves, and the pipe's end a spare waits on (None: it begins at once). Never returns.
@@ -128,7 +131,9 @@ class Zygote:
 
     def _release(self, spare: Spare | None = None) -> bool:
         """Tell the spare (`self.spare` if none is given) to begin, the jail being fresh and no
-        other unit child alive: False, and the spare ended, if it is dead or stopped."""
+        other unit child alive, and hear it say it began: False, and the spare ended, if it is
+        dead or stopped (a signal the last unit sent it may still be on its way: only its
+        answer tells)."""
         spare = spare or self.spare
         if spare is None or spare.go is None:
             return spare is not None
@@ -139,8 +144,12 @@ class Zygote:
             )
             if changed is None:
                 os.write(go, b"g")
-                return True
-        except OSError:
+                spare.sock.settimeout(BEGUN_TIMEOUT_S)
+                begun = spare.sock.recv(1) == b"!"
+                spare.sock.settimeout(None)
+                if begun:
+                    return True
+        except OSError:  # its socket timed out, or it is gone
             pass
         finally:
             os.close(go)

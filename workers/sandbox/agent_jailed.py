@@ -13,14 +13,25 @@ import select
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from workers.agent_wire import SPIN_S, ArrayRef, Layout, Observations
+from workers.agent_wire import (
+    ANSWER_SPIN_S,
+    HEADER,
+    MAX_ANSWER,
+    SPIN_S,
+    ArrayRef,
+    Layout,
+    Observations,
+    decode_answer,
+)
 from workers.sandbox.agent_faults import (
     AgentFault,
     AgentSandboxBroken,
+    AgentTimedOut,
     exit_reason,
     write_stdout,
 )
@@ -210,6 +221,40 @@ class JailedProcess:
         if note is None and any(sign in self._tail for sign in OUT_OF_MEMORY):
             note = f"out of memory: memory limit {self.memory_mb} MB"
         return f"the agent's process {exit_reason(code)}" + (f" ({note})" if note else "")
+
+    def _zygote_answer(self, timeout_s: float) -> tuple[dict[str, Any], list[int]]:
+        """The zygote's next answer, with the descriptors it passed."""
+        data, fds, end = bytearray(), list[int](), time.monotonic() + timeout_s
+        # Asked for without sleeping for ANSWER_SPIN_S first, as a unit's answers are: the
+        # next unit waits on the end of the last one and on its child's socket.
+        spin_end, flags = time.perf_counter() + ANSWER_SPIN_S, int(socket.MSG_DONTWAIT)
+        while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack_from(data)[0]:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                raise AgentTimedOut(f"its jail did not answer within {timeout_s:g}s")
+            if flags and time.perf_counter() > spin_end:
+                flags = 0
+            if not flags:
+                ready = select.select([self.control.fileno(), self.output], [], [], remaining)[0]
+                if self.output in ready:
+                    self._forward_output()
+                if self.control.fileno() not in ready:
+                    continue
+            try:
+                chunk, passed, _, _ = socket.recv_fds(self.control, 1 << 16, 4, flags)
+            except BlockingIOError:
+                os.sched_yield()
+                continue
+            fds += passed
+            if not chunk:
+                raise ConnectionResetError("the agent's jail closed its socket")
+            data += chunk
+        length = HEADER.unpack_from(data)[0]
+        answer = decode_answer(data[HEADER.size], bytes(data[HEADER.size + 1 :]))
+        if length > MAX_ANSWER or len(data) != HEADER.size + length or answer is None:
+            self._end("its jail sent something that is not an answer")
+            raise AgentFault(self.dead)
+        return answer, fds
 
     def _end(self, why: str) -> None:
         if self.dead is None:

@@ -188,40 +188,6 @@ class AgentProcess(JailedProcess):
         self.control.sendall(encode_request(op, argument))
         return self._zygote_answer(timeout_s)
 
-    def _zygote_answer(self, timeout_s: float) -> tuple[dict[str, Any], list[int]]:
-        """The zygote's next answer, with the descriptors it passed."""
-        data, fds, end = bytearray(), list[int](), time.monotonic() + timeout_s
-        # Asked for without sleeping for ANSWER_SPIN_S first, as a unit's answers are: the
-        # next unit waits on the end of the last one and on its child's socket.
-        spin_end, flags = time.perf_counter() + ANSWER_SPIN_S, int(socket.MSG_DONTWAIT)
-        while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack_from(data)[0]:
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                raise AgentTimedOut(f"its jail did not answer within {timeout_s:g}s")
-            if flags and time.perf_counter() > spin_end:
-                flags = 0
-            if not flags:
-                ready = select.select([self.control.fileno(), self.output], [], [], remaining)[0]
-                if self.output in ready:
-                    self._forward_output()
-                if self.control.fileno() not in ready:
-                    continue
-            try:
-                chunk, passed, _, _ = socket.recv_fds(self.control, 1 << 16, 4, flags)
-            except BlockingIOError:
-                os.sched_yield()
-                continue
-            fds += passed
-            if not chunk:
-                raise ConnectionResetError("the agent's jail closed its socket")
-            data += chunk
-        length = HEADER.unpack_from(data)[0]
-        answer = decode_answer(data[HEADER.size], bytes(data[HEADER.size + 1 :]))
-        if length > MAX_ANSWER or len(data) != HEADER.size + length or answer is None:
-            self._end("its jail sent something that is not an answer")
-            raise AgentFault(self.dead)
-        return answer, fds
-
     def soon(self) -> None:
         """The unit is in its last round: the zygote is told, to be awake for its end (no
         answer comes; once a unit)."""

@@ -202,10 +202,7 @@ class LocalSandbox(Sandbox):
             jailed_env = in_python_env(jailed_env, self.python_env, folder)
             # Writable for a setup command, else read-only: never both (at the same path the
             # read-only bind wins, and pip could not install into it).
-            if self.python_env_writable:
-                writable = [self.python_env]
-            else:
-                interpreter.append(self.python_env)
+            (writable if self.python_env_writable else interpreter).append(self.python_env)
         readable = [*interpreter, *toolchains().folders, *self.readable]
         readable += [p for p in readonly if p.exists() and not p.is_symlink()]
         jail = bwrap.Jail(
