@@ -17,6 +17,7 @@ from typing import Any
 
 from tasks.capture import captured_output
 from tasks.provenance import host_name, utc_iso
+from tasks.settings import current_settings
 from tasks.workloads import get_workload
 from tasks.workloads.base import (
     ErrorKind,
@@ -83,6 +84,12 @@ def unit_memory(megabytes: int) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def unit_memory_mb(workload: Workload, unit: Unit) -> int:
+    """The memory limit a unit runs under: ARENA_UNIT_MEMORY_MB if set, else its workload's."""
+    chosen = current_settings().unit_memory_mb
+    return workload.memory_limit_mb(unit) if chosen is None else chosen
 
 
 # Re-fires (one a second) an agent may swallow before its process is given up, when the caller
@@ -260,7 +267,10 @@ def execute_batch(
     units = workload.expand(batch)
     results = []
     for unit in for_replay(units) if replay_cache else units:
-        run = execute_unit(workload, unit)
+        # Under the memory limit a worker sets (this process goes on after a unit that hit
+        # it: a reference run has no pool to replace it).
+        with unit_memory(unit_memory_mb(workload, unit)):
+            run = execute_unit(workload, unit)
         results.append(run.result)
         if logs is not None and run.log:
             logs[unit.id] = run.log

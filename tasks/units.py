@@ -29,6 +29,7 @@ from tasks.execute import (
     error_result,
     execute_unit,
     unit_memory,
+    unit_memory_mb,
     watch_for_shutdown,
 )
 from tasks.execute_chunk import Record, run_in_groups
@@ -131,8 +132,8 @@ def _run_or_refuse(
             "exhausts its worker does this too: see arena logs)"
         )
         return UnitRun(error_result(unit, reason, kind="infrastructure"), "")
-    workload, chosen = get_workload(unit.workload), current_settings().unit_memory_mb
-    with unit_memory(workload.memory_limit_mb(unit) if chosen is None else chosen):
+    workload = get_workload(unit.workload)
+    with unit_memory(unit_memory_mb(workload, unit)):
         run = execute_unit(workload, unit, record)
     if run.out_of_memory:  # never reused: stored, replaced, the rest run on redelivery
         record(run)

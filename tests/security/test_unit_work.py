@@ -13,6 +13,7 @@ a process that is replaced once a unit ran out of memory in it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -260,3 +261,46 @@ def run_hog(cluster: SecureCluster) -> tuple[dict[str, UnitResult], list[int]]:
     assert cluster.wait(batch_id, timeout=120) == "done", cluster.log_tail()
     results = {r.item: r for r in cluster.db.unit_results(batch_id).values()}
     return results, cluster.worker_pids()
+
+
+ALYMPICS_HOG = '''
+"""An Alympics agent that wants 3 GiB at once for each move of the auction."""
+from workers.games import BUILTIN
+
+
+class Hog:
+    def reset(self, *, game, player, seed):
+        self.inner = BUILTIN[game]()
+        self.inner.reset(game=game, player=player, seed=seed)
+
+    def act(self, observation):
+        if observation["game"] == "auction":
+            self.hoard = bytearray(3 << 30)
+        return self.inner.act(observation)
+
+
+def make():
+    return Hog()
+'''
+
+
+def test_a_run_in_the_clis_own_process_is_under_the_same_memory_limit(tmp_path: Path) -> None:
+    """`arena game benchmark` without --cluster runs the units in the CLI's own process (the
+    reference run), a trusted agent with no jail here. Before: no memory limit there, so the
+    3 GiB were taken and the auction played. Now under Alympics' limit (2,048 MB) each of its
+    moves is the agent's MemoryError (its match sets forfeited), and the other match sets are
+    played in the same process."""
+    (tmp_path / "alympics_hog.py").write_text(ALYMPICS_HOG)
+    env = {**os.environ, "ARENA_TRUST_AGENTS": "true", **NO_BWRAP, "PYTHONPATH": str(tmp_path)}
+    env.pop("ARENA_UNIT_MEMORY_MB", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "arena.cli.main", "game", "benchmark", "--agent",
+         "alympics_hog:make", "--episodes", "2", "--output", "json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    matches = json.loads(done.stdout)["matches"]
+    failed = {m["item"]: m["reason"] for m in matches if m["status"] != "ok"}
+    assert set(failed) == {"auction@shade", "auction@truthful"}, failed
+    assert all("act failed: MemoryError" in reason for reason in failed.values()), failed
+    assert len(matches) == 13
