@@ -118,3 +118,20 @@ def test_identical_scores_and_the_seed() -> None:
 def test_refused(a: list[float], b: list[float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         compare_scores(a, b)
+
+
+def test_no_conclusion_from_a_side_of_one_trajectory() -> None:
+    """Four episodes that are one trajectory (a deterministic agent, sticky_p 0) against
+    anything: the point and interval are computed, but no verdict and no episodes needed."""
+    one, other = [1000.0] * 4, [900.0, 950.0, 980.0, 990.0]
+    told = compare_scores(one, other)
+    assert told.better == "a" and told.conclusive and told.trajectories_a is None
+    for trajectories in ((1, 4), (4, 1), (0, 1)):
+        c = compare_scores(one, other, trajectories=trajectories)
+        assert (c.probability, c.ci95) == (told.probability, told.ci95)
+        assert not c.conclusive and c.better is None and c.episodes_needed is None
+        assert (c.trajectories_a, c.trajectories_b) == trajectories
+    tied = compare_scores(one, one, trajectories=(1, 1))
+    assert tied.probability == 0.5 and tied.episodes_needed is None and not tied.conclusive
+    two = compare_scores([1000.0, 1001.0] * 2, other, trajectories=(2, 4))
+    assert two.conclusive and two.better == "a"
