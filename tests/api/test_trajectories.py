@@ -2,9 +2,10 @@
 trajectory, on a real Redis holding real batches (the real emulator; units run in this process,
 tests/api/picture_batches.py). Under `sticky_p: 0` the built-in `right` plays one trajectory
 however many episodes it plays: everywhere it is compared or given an interval they say "1
-distinct trajectory" and draw no conclusion. Before (c3f317a) `arena compare` called such a
-pair "better" on an interval [1.000, 1.000] and the series marked it, and two such rows that
-tied were "not separated" with "episodes needed". Under the default protocol the same agent's
+distinct trajectory" and draw no conclusion. Before (c3f317a) nothing counted trajectories:
+`arena compare` called such a pair "better" on an interval [1.000, 1.000] (issue 35: two
+checkpoints of 4 byte-identical episodes each) and the series marked it, two such rows that tied
+were "not separated" with "episodes needed", and the board gave each an interval. Under the default protocol the same agent's
 16 episodes are several trajectories, and an agent compared with a fresh evaluation of itself
 (other master seed) gives an interval holding 0.5 (the A/A check)."""
 
