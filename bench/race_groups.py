@@ -1,15 +1,16 @@
 """What a race's environment costs when it holds what the commands need against every group
 (docs/race.md, "What goes into an environment"; issue 36): a real public Python repository,
-pallets/click (the sdist of its latest release on the index: its source, tests, docs and a
+pallets/click 8.5.1 (the sdist of its release on the index: its source, tests, docs and a
 pyproject.toml with [dependency-groups] dev, docs, docs-auto, gha-update, pre-commit, tests,
 tests-random, typing, as pallets' itsdangerous has them), its environment built for the obvious
-commands (`python -c "import click"`, `python -m pytest -q`, `ruff check .`) twice, each into an
-empty cache: the default (runtime + the groups whose name says test or dev) and every group.
+commands (`python -c "import click"`, `python -m pytest -q`, `ruff check .`), each into an
+empty cache: the default (runtime + the groups whose name says test or dev), every group, and a
+race that names only `[tests]`.
 Printed side by side: build time, distributions, size; then click's own test suite run in the
 default environment (it has what the commands need; less the one module that reads click's
 installed metadata, SKIP).
 
-Both builds install from one folder of wheels fetched first (not timed), with no index: the
+The builds install from one folder of wheels fetched first (not timed), with no index: the
 difference measured is what is installed, not the network.
 
 Run from the repository root: .venv/bin/python bench/race_groups.py [--repeat R]
@@ -37,18 +38,19 @@ from workers.race.requirements import EnvironmentOptions, declarations, select
 from workers.sandbox.local import LocalSandbox
 
 PROJECT = "click"
+RELEASE = "click==8.5.1"  # the tests race the same (tests/race/test_real_repository.py)
 COMMANDS = ('python -c "import click"', "python -m pytest -q", "ruff check .")
 # The one test module that reads click's installed metadata (importlib.metadata.version): the
 # project itself is not installed in a race's environment (a setup command can: docs/race.md).
 SKIP = ("--ignore=tests/test_deprecations.py",)
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
-console = Console()
+console = Console(width=150)
 
 
 def fetch(folder: Path) -> Path:
-    """The latest sdist of PROJECT, unpacked: the repository as its release has it."""
+    """The sdist of RELEASE, unpacked: the repository as its release has it."""
     subprocess.run(
-        [*PIP, "download", "--quiet", "--no-deps", "--no-binary=:all:", "-d", str(folder), PROJECT],
+        [*PIP, "download", "--quiet", "--no-deps", "--no-binary=:all:", "-d", str(folder), RELEASE],
         check=True,
     )
     (sdist,) = folder.glob(f"{PROJECT}-*.tar.gz")
@@ -92,17 +94,23 @@ def main() -> None:
         root = Path(tmp)
         checkout = fetch(root / "src")
         groups = sorted(declarations(checkout).groups)
-        modes = {"default": EnvironmentOptions(), "every group": EnvironmentOptions(groups=groups)}
+        modes = {
+            "tests only": EnvironmentOptions(groups=["tests"]),
+            "default": EnvironmentOptions(),
+            "every group": EnvironmentOptions(groups=groups),
+        }
         wheels_for(checkout, root / "wheels", modes["every group"])
         os.environ |= {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(root / "wheels")}
         runs: dict[str, list[EnvironmentRun]] = {m: [] for m in modes}
         envs: dict[str, Path] = {}
         for attempt in range(args.repeat):
-            for mode, options in modes.items():
-                envs[mode], run = build(checkout, options, root / f"envs-{mode}-{attempt}")
+            for index, (mode, options) in enumerate(modes.items()):
+                folder = root / f"envs-{index}-{attempt}"  # an empty cache; no ":" (venv)
+                envs[mode], run = build(checkout, options, folder)
                 runs[mode].append(run)
         table = Table(title=f"{checkout.name}: the environment for {', '.join(COMMANDS)}")
-        for column in ("", "groups", "requirements", "distributions", "MiB", "build s (median)"):
+        columns = ("", "groups", "requirements", "distributions", "MiB", "build s (median)", "runs")
+        for column in columns:
             table.add_column(column)
         for mode, done in runs.items():
             run = done[0]
@@ -113,10 +121,14 @@ def main() -> None:
                 str(len(run.installed)),
                 f"{(run.size_bytes or 0) / (1 << 20):.0f}",
                 f"{statistics.median(r.duration_s for r in done):.1f}",
+                " ".join(f"{r.duration_s:.1f}" for r in done),
             )
         console.print(table)
-        default, every = (statistics.median(r.duration_s for r in runs[m]) for m in modes)
-        console.print(f"default / every group: {default / every:.2f}x the build time")
+        tests, default, every = (statistics.median(r.duration_s for r in runs[m]) for m in modes)
+        console.print(
+            f"default / every group: {default / every:.2f}x the build time; "
+            f"tests only / every group: {tests / every:.2f}x"
+        )
         console.print(f"tools: {runs['default'][0].tools}")
         console.print(
             f"click's tests in the default environment: {suite(checkout, envs['default'])}"

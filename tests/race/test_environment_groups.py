@@ -17,19 +17,23 @@ from typing import Any
 
 import pytest
 import yaml
+from fastapi.testclient import TestClient
 
+from tasks.store import Store
 from tasks.workloads.base import UnitResult
 from tasks.workloads.race_environments import environments_of, format_environments
+from tests.api.conftest import AUTH, api_settings, client
 from tests.conftest import RACE_WHEELS
+from tests.integration.conftest import db, redis_url
 from tests.needs import require_bwrap, unavailable
-from tests.race.projects import commit, git
+from tests.race.projects import commit, git, make_feature_repo
 from tests.race.test_submission import place, refused
 from workers.race.check import CheckCommands, PythonEnvironment, run_check
 from workers.race.environment import TOOL_PINS
 from workers.race.requirements import EnvironmentOptions, UnknownGroup, select
 from workers.sandbox.local import LocalSandbox
 
-__all__ = ["place"]  # a fixture
+__all__ = ["api_settings", "client", "db", "place", "redis_url"]  # fixtures
 PYPROJECT = """\
 [project]
 name = "shop"
@@ -160,6 +164,33 @@ def test_bad_environment_groups_are_one_line_naming_the_field(
     path.write_text(yaml.safe_dump(spec))
     line = refused("race", "run", str(path))
     assert line.startswith(expected), line
+
+
+@pytest.mark.integration
+def test_the_api_refuses_a_group_the_base_does_not_declare_with_422(
+    tmp_path: Path, client: TestClient, db: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = make_feature_repo(tmp_path / "roots" / "repo", None)
+    git(repo, "checkout", "-q", "main")
+    commit(repo, {"pyproject.toml": '[dependency-groups]\ntests = ["pytest"]\n'}, "groups")
+    monkeypatch.setenv("ARENA_REPO_ROOTS", str(tmp_path / "roots"))
+    before = {k: db.r.dump(k) for k in db.r.keys("*")}
+    spec = {
+        "workload": "race",
+        "task": "t",
+        "repo": str(repo),
+        "agents": [{"name": "a", "branch": "feat"}],
+        "scoring": {"test_command": "true", "environment": {"groups": ["test"]}},
+    }
+    response = client.post("/batches", json=spec, headers=AUTH)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == (
+        "scoring.environment.groups[0]: 'test' is not a dependency group, extra or "
+        "requirements-NAME.txt of this commit (it declares: tests)"
+    )
+    assert {k: db.r.dump(k) for k in db.r.keys("*")} == before
+    spec["scoring"]["environment"] = {"groups": ["tests"], "pin_tools": True}
+    assert client.post("/batches", json=spec, headers=AUTH).is_success
 
 
 def test_the_environment_holds_what_was_chosen_and_says_which_versions(tmp_path: Path) -> None:
