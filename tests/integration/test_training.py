@@ -132,9 +132,10 @@ def test_checkpoints_are_evaluated_while_ppo_trains(
     names = [f"ppo-a@{k}k" for k in range(1, 6)]
     submitted: list[Any] = done["submitted"]  # type: ignore[assignment]
     assert [agent for agent, _, _ in submitted] == names
-    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("*.zip")) == [
         f"{n}.zip" for n in names
     ]
+    assert (tmp_path / "checkpoints" / "best" / "best_model.zip").is_file()  # the best so far
     # The second training process on the same folder: attached, every checkpoint evaluated.
     assert second.returncode == 0, err[-3000:]
     run_b = json.loads(out.splitlines()[-1])
