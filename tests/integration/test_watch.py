@@ -250,3 +250,34 @@ def test_watch_once_submits_a_checkpoint_callback_folder(
     assert twice.returncode == 2 and twice.stderr.count("\n") == 1, twice.stderr
     assert "ppo_mario@128.zip and ppo_mario_128_steps.zip" in twice.stderr, twice.stderr
     assert len(db.batch_ids(10)) == 3  # nothing submitted by the refused watch
+
+
+def test_watch_refuses_a_checkpoint_of_other_preprocessing_in_one_line(
+    tmp_path: Path, checkpoint: Path, cluster_env: dict[str, str], db: Store
+) -> None:
+    """A checkpoint trained on (2, 48, 48) watched with --resize 84 --frame-stack 4: refused at
+    submission, one line naming the field and both shapes, nothing stored; without them its own
+    preprocessing is read from it and it is submitted. On c3f317a it was submitted, every
+    episode failed at evaluation and the checkpoint got a board row scored 0."""
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    shutil.copy(checkpoint, folder / "ppo-a@1k.zip")
+    once = ["mario", "watch", str(folder), "--once", "--interval", "0.3", "--episodes", "2",
+            "--max-steps", "50"]  # fmt: skip
+    refused = arena(*once, "--resize", "84", "--frame-stack", "4", env=cluster_env)
+    assert refused.returncode == 0, refused.stderr
+    said = [line for line in refused.stdout.splitlines() if line.startswith("ppo-a@1k")]
+    assert said == [
+        "ppo-a@1k: not submitted: agents[0].preprocess: resize 84, frame_stack 4 does not give "
+        f"what {str(folder / 'ppo-a@1k.zip')!r} observes, (2, 48, 48) (grayscale true, resize "
+        "48, frame_stack 2): declare what it was trained with, or leave it out"
+    ]
+    assert refused.stdout.rstrip().endswith("0 checkpoints submitted")
+    assert db.batch_ids(10) == []
+    declared_once = arena(*once, env=cluster_env)
+    assert "ppo-a@1k: submitted" in declared_once.stdout, declared_once.stdout
+    (batch,) = db.batch_ids(10)
+    info = db.batch(batch)
+    assert info is not None
+    agent = info.spec["agents"][0]
+    assert agent["preprocess"] == {"grayscale": True, "resize": 48, "frame_stack": 2}
