@@ -78,9 +78,18 @@ def replay_command(
 @click.option("--seed", type=int, help="The protocol's seed.")
 @click.option("--max-steps", type=click.IntRange(min=1), help="The protocol's step cap.")
 @click.option("--leaderboard", help="The board's prefix (default: mario).")
-@click.option("--resize", type=click.IntRange(8, 256), help="The checkpoints' preprocessing.")
-@click.option("--frame-stack", type=click.IntRange(1, 16), help="The checkpoints' frame stack.")
-@click.option("--colour", is_flag=True, default=None, help="RGB frames, not grayscale.")
+@click.option(
+    "--resize", type=click.IntRange(8, 256),
+    help="The checkpoints' frame size (default: read from each checkpoint).",
+)  # fmt: skip
+@click.option(
+    "--frame-stack", type=click.IntRange(1, 16),
+    help="The checkpoints' frame stack (default: read from each checkpoint).",
+)  # fmt: skip
+@click.option(
+    "--colour", is_flag=True, default=None,
+    help="RGB frames, not grayscale (default: read from each checkpoint).",
+)  # fmt: skip
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), help="Where the checkpoints run.")
 @click.option("--once", is_flag=True, help="Submit what is there now and exit.")
 @click.option(
