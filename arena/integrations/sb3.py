@@ -68,7 +68,8 @@ class ArenaCallback(BaseCallback):
 
     The evaluation: `spec` (a Mario spec file or dict: items, protocol, params, leaderboard;
     its first agent's preprocess and device), else `level`, `episodes`, `seed`, `params`,
-    `leaderboard`; `preprocess` (grayscale, resize, frame_stack: how the model sees the game)
+    `leaderboard`; `preprocess` (grayscale, resize, frame_stack: how the model sees the game;
+    default: read from each checkpoint's observation space, and checked against it when given)
     and `device` for the checkpoint. It runs on ARENA_REDIS_URL's cluster, or with none set on
     the data folder's (ARENA_DATA_DIR) embedded cluster, shared with every other command on
     that folder (another training process, `arena mario series`, `arena api`): attached to (or
