@@ -21,6 +21,8 @@ from typing import Any
 from tasks.validation import InputError
 
 MAX_DATA_BYTES = 64 << 20  # SB3's `data` JSON is kilobytes; a bigger one is not read here
+MAX_SHOWN = 40  # characters of a space's class or dtype quoted back (a refusal stays one line)
+MAX_DIMS = 8  # a longer shape is no image: said as its length, not quoted
 FIELDS = ("grayscale", "resize", "frame_stack")
 RESIZE, FRAME_STACK = (8, 256), (1, 16)  # tasks/workloads/mario_spec.py, Preprocess
 
@@ -34,7 +36,7 @@ class ObservedSpace:
     dtype: str | None
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.shape} {self.dtype}"
+        return " ".join(str(part) for part in (self.kind, self.shape, self.dtype) if part)
 
 
 def observation_space(path: str | Path) -> ObservedSpace | None:
@@ -51,11 +53,14 @@ def observation_space(path: str | Path) -> ObservedSpace | None:
     space = data.get("observation_space") if isinstance(data, dict) else None
     if not isinstance(space, dict) or not isinstance(space.get(":type:"), str):
         return None
-    kind = space[":type:"].rsplit(".", 1)[-1].rstrip("'>")
+    kind = space[":type:"].rsplit(".", 1)[-1].rstrip("'>")[:MAX_SHOWN]
     shape = space.get("_shape")
-    dims = tuple(shape) if isinstance(shape, list) and all(type(d) is int for d in shape) else None
+    dims = None
+    if isinstance(shape, list) and all(type(d) is int and 0 <= d < 1 << 31 for d in shape):
+        dims = tuple(shape) if len(shape) <= MAX_DIMS else None
+        kind = kind if len(shape) <= MAX_DIMS else f"{kind} of {len(shape)} dimensions"
     dtype = space.get("dtype")
-    return ObservedSpace(kind, dims, dtype if isinstance(dtype, str) else None)
+    return ObservedSpace(kind, dims, dtype[:MAX_SHOWN] if isinstance(dtype, str) else None)
 
 
 def preprocessings(space: ObservedSpace) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,28 @@ def test_a_space_that_is_no_mario_frames_is_refused() -> None:
     vector = ObservedSpace("Box", (4,), "float32")
     with pytest.raises(InputError, match=r"^agents\[0\]\.sb3: 'm.zip' observes Box \(4,\) float32"):
         checkpoint_preprocess(None, vector, "agents[0]", "m.zip")
+
+
+def test_a_crafted_space_is_refused_in_a_short_line(small: Path, tmp_path: Path) -> None:
+    """A checkpoint whose `data` claims a space of a million dimensions, a class name and a
+    dtype of a megabyte each: refused in one short line (the API quotes it back to its sender),
+    nothing of it unpickled."""
+    with zipfile.ZipFile(small) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(members["data"])
+    data["observation_space"] = {
+        ":type:": "<class '" + "x" * (1 << 20) + "'>",
+        ":serialized:": "not a pickle",
+        "_shape": [1] * 1_000_000,
+        "dtype": "u" * (1 << 20),
+    }
+    members["data"] = json.dumps(data).encode()
+    crafted = tmp_path / "crafted.zip"
+    with zipfile.ZipFile(crafted, "w") as archive:
+        for name, content in members.items():
+            archive.writestr(name, content)
+    with pytest.raises(InputError) as refused:
+        validate_batch(spec_of(crafted), asker="operator")
+    line = str(refused.value)
+    assert "\n" not in line and len(line) < 400, line[:400]
+    assert "of 1000000 dimensions" in line
