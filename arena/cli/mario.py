@@ -174,6 +174,8 @@ def evaluated_line(done: Evaluated) -> str:
     point, numbers = done.point, []
     if point is not None:
         numbers.append(f"best {point.score:,.0f}")
+        if point.avg_max_x is not None:  # the distance beside the composite score
+            numbers.append(f"max x {point.avg_max_x:,.0f}")
         if point.iqm_score is not None:
             numbers.append(f"IQM {point.iqm_score:,.0f}")
         if point.success_rate is not None:

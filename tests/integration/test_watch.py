@@ -141,6 +141,7 @@ def test_watch_once_on_the_embedded_default_evaluates_each_checkpoint(
     for point in points:  # each checkpoint's result line: its batch and its numbers
         line = next(x for x in out.splitlines() if x.startswith(f"{point['agent']}: evaluated"))
         assert f"best {point['score']:,.0f}" in line and f"batch {point['batch'][:12]}" in line
+        assert f"max x {point['avg_max_x']:,.0f}" in line  # the distance beside the score
         assert f"{point['agent']}: submitted, batch {point['batch'][:12]}" in out
     # Again on the same data folder: found evaluated, nothing run twice.
     again = arena(*args, env=env)
