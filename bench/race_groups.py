@@ -4,8 +4,8 @@ pallets/click 8.5.1 (the sdist of its release on the index: its source, tests, d
 pyproject.toml with [dependency-groups] dev, docs, docs-auto, gha-update, pre-commit, tests,
 tests-random, typing, as pallets' itsdangerous has them), its environment built for the obvious
 commands (`python -c "import click"`, `python -m pytest -q`, `ruff check .`), each into an
-empty cache: the default (runtime + the groups whose name says test or dev), every group, and a
-race that names only `[tests]`.
+empty cache: the default (runtime + the groups whose name says test + the named tools), every
+group, and a race that names only `[tests]`.
 Printed side by side: build time, distributions, size; then click's own test suite run in the
 default environment (it has what the commands need; less the one module that reads click's
 installed metadata, SKIP).

@@ -88,11 +88,12 @@ def check(repo: Path, ref: str, envs: Path | None, tmp_path: Path) -> dict[str, 
 
 
 def test_the_declared_requirements_and_the_key(repo: Path) -> None:
-    assert declared_requirements(repo) == ["pytest", "ruff"]
+    # The default: the groups that say test (the test extra), not dev beside it (issue 36).
+    assert declared_requirements(repo) == ["pytest"]
     key = environment_key(repo, None)
     assert environment_key(repo, "make setup") != key  # a setup command is another environment
-    (repo / "requirements-dev.txt").write_text("# tools\nmypy  # types\n-r other.txt\n")
-    assert declared_requirements(repo) == ["pytest", "ruff", "mypy"]
+    (repo / "requirements-test.txt").write_text("# tools\nmypy  # types\n-r other.txt\n")
+    assert declared_requirements(repo) == ["pytest", "mypy"]
     assert environment_key(repo, None) != key  # a branch that changes them gets its own
 
 

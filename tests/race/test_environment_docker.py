@@ -21,6 +21,7 @@ from tests.race.projects import commit
 from tests.race.test_environment import COMMANDS
 from tests.workers import test_docker_sandbox as sandbox_tests
 from workers.race.check import CheckCommands, CheckError, PythonEnvironment, run_check
+from workers.race.environment import TOOL_PINS
 from workers.sandbox import SandboxUnavailable
 from workers.sandbox.docker import DockerSandbox
 
@@ -87,7 +88,7 @@ def test_checks_run_in_the_repositorys_environment_not_the_images_arena(
     assert tests["counts"]["passed"] == 1, tests
     assert "hypothesis" not in tests["output_tail"]  # none of Arena's pytest plugins
     assert base["lint"]["exit_code"] == 0, base["lint"]
-    assert not first["reused"] and first["requirements"] == ["pytest", "ruff"]
+    assert not first["reused"] and first["requirements"] == ["pytest", TOOL_PINS["ruff"]]
     assert not (envs / first["key"] / ".arena-wheels").exists()  # the download is gone
 
     environment = PythonEnvironment(cache_root=envs)

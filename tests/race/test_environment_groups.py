@@ -1,5 +1,5 @@
 """What goes into a race's environment (issue 36, Build 1 and 2): the runtime dependencies, the
-groups the race names (by default those whose name says test or dev: not docs, lint or typing),
+groups the race names (by default those whose name says test, else dev: not docs, lint, typing),
 and the tools the commands name; what it holds is on record, name → version, in each check's
 result, and `environment.pin_tools` pins declared tools that give no version.
 
@@ -63,21 +63,29 @@ def checkout(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_by_default_runtime_and_the_groups_that_say_test_or_dev(checkout: Path) -> None:
+def test_by_default_runtime_and_the_groups_that_say_test(checkout: Path) -> None:
     chosen = select(checkout, COMMANDS, EnvironmentOptions())
-    assert chosen.groups == ["test", "tests", "dev"]
-    # dev's include of tests resolved; docs, lint, typing and requirements-docs.txt left out.
+    # Not dev beside test groups (it is the developer's everything); not docs, lint, typing,
+    # requirements-docs.txt.
+    assert chosen.groups == ["test", "tests"]
     assert chosen.requirements == [
         "packaging>=20",
         "attrs",
         "pytest",
         'pytest-xdist; python_version >= "3.9"',
-        "ruff",
+        TOOL_PINS["ruff"],  # the lint command names it; only dev and lint declare it
     ]
-    assert chosen.added_tools == []  # both tools the commands name are declared
+    assert chosen.added_tools == [TOOL_PINS["ruff"]]
+    # Where no group says test, those that say dev: dev's include of tests resolved.
+    text = PYPROJECT.replace('test = ["pytest"]', 'check = ["pytest"]').replace("tests =", "unit =")
+    (checkout / "pyproject.toml").write_text(text.replace('"tests"}', '"unit"}'))
+    dev = select(checkout, COMMANDS, EnvironmentOptions())
+    assert dev.groups == ["dev"] and dev.added_tools == []
+    assert dev.requirements[2:] == ["pytest", 'pytest-xdist; python_version >= "3.9"', "ruff"]
+    (checkout / "pyproject.toml").write_text(PYPROJECT)
     # A tool a command names that only a group not chosen declares comes at Arena's pin.
     mypy = select(checkout, (*COMMANDS, "mypy src"), EnvironmentOptions())
-    assert mypy.added_tools == [TOOL_PINS["mypy"]]
+    assert mypy.added_tools == [TOOL_PINS["ruff"], TOOL_PINS["mypy"]]
 
 
 def test_named_groups_and_extras_and_the_projects_own_extras(checkout: Path) -> None:

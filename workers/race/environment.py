@@ -8,7 +8,7 @@ pytest plugins) would otherwise shadow the project under test.
   only (`--only-binary=:all:`: installing a wheel runs no code of the package), from the index
   the worker's pip is configured with (PIP_INDEX_URL, PIP_FIND_LINKS, PIP_NO_INDEX).
 - What goes in (workers/race/requirements.py): the runtime dependencies, the groups and extras
-  the race names (by default those whose name says test or dev), and the tools the commands
+  the race names (by default those whose name says test, else dev), and the tools the commands
   name (pytest, ruff, ...) at the version Arena pins (TOOL_PINS) where the commit does not
   declare them: the race measures with the same tool whenever it runs.
 - What it holds is on record (workers/race/installed.py): every distribution's version, and the

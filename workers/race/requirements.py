@@ -1,7 +1,7 @@
 """What goes into a race's environment (docs/race.md, "What goes into an environment"): the
 project's runtime dependencies, the groups the race names (or, by default, those whose name says
-test or dev), and the tools the race's commands name, at Arena's pins where the commit leaves
-them undeclared (or, with `pin_tools`, unversioned).
+test; where none does, dev), and the tools the race's commands name, at Arena's pins where the
+commit leaves them undeclared (or, with `pin_tools`, unversioned).
 
 A group is a `[dependency-groups]` group of pyproject.toml (its `{include-group = ...}` entries
 resolved by packaging's PEP 735 resolver), a `[project.optional-dependencies]` extra, or a
@@ -38,9 +38,12 @@ TOOL_PINS: dict[str, str] = {
     "coverage": "coverage==7.17.3",
 }
 _TOOL_WORD = re.compile(r"(?<![\w.-])(py\.test|" + "|".join(TOOL_PINS) + r")(?![\w.-])")
-# A group chosen when the race names none: its name says test or dev (tests, testing,
-# tests-random, dev, develop), not docs, lint or typing.
-_DEFAULT_GROUP = re.compile(r"(?:^|-)(?:test\w*|dev|develop|development)(?:-|$)")
+# The groups chosen when the race names none: those whose name says test (tests, testing,
+# tests-random); where none does, those that say dev (a `dev = ["pytest", ...]` that is the
+# project's only test declaration). Not dev beside a test group: pallets' dev is ruff, tox and
+# tox-uv (uv alone about 40 MiB), which test commands never run. Never docs, lint or typing.
+_TEST_GROUP = re.compile(r"(?:^|-)test\w*(?:-|$)")
+_DEV_GROUP = re.compile(r"(?:^|-)(?:dev|develop|development)(?:-|$)")
 _REQUIREMENTS_FILE = re.compile(r"^requirements[-_](.+)\.txt$")
 GroupName = Annotated[str, Field(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")]
 
@@ -56,7 +59,7 @@ class UnknownGroup(EnvironmentFailed):
 
 class EnvironmentOptions(BaseModel):
     """The race's `scoring.environment` table: the groups to install (None: those whose name
-    says test or dev) and whether declared tools with no version take Arena's pins too."""
+    says test, else dev) and whether declared tools with no version take Arena's pins too."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -191,9 +194,10 @@ def by_name(requirement: str) -> str:
 
 def chosen_groups(found: Declarations, named: Sequence[str] | None) -> list[str]:
     """The groups `named` (each must be declared), or by default those whose name says test
-    or dev."""
+    (where none does, those that say dev)."""
     if named is None:
-        return [g for g in found.groups if _DEFAULT_GROUP.search(g)]
+        tests = [g for g in found.groups if _TEST_GROUP.search(g)]
+        return tests or [g for g in found.groups if _DEV_GROUP.search(g)]
     declared = ", ".join(sorted(found.groups)) or "none"
     chosen = []
     for index, name in enumerate(named):
