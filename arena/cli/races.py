@@ -58,6 +58,18 @@ def scoring_options(command: Callable[..., None]) -> Callable[..., None]:
                 metavar="NAME=SECONDS",
                 help="How long an agent took (speed: give one for every agent).",
             ),
+            click.option(
+                "--group",
+                "groups",
+                multiple=True,
+                metavar="NAME",
+                help="A dependency group or extra to install (default: those named test).",
+            ),
+            click.option(
+                "--pin-tools",
+                is_flag=True,
+                help="Install declared tools that give no version at Arena's pins.",
+            ),
         )
     ):
         command = option(command)

@@ -55,7 +55,7 @@ def _pairs(option: str, given: tuple[str, ...], form: str) -> dict[str, float]:
 @dataclass(frozen=True)
 class ScoringFlags:
     """`arena race run`'s --build-command, --test-command, --lint-command, --timeout,
-    --setup-command, --weight DIM=W and --duration NAME=SECONDS."""
+    --setup-command, --weight DIM=W, --duration NAME=SECONDS, --group NAME and --pin-tools."""
 
     build_command: str | None = None
     test_command: str | None = None
@@ -64,6 +64,8 @@ class ScoringFlags:
     setup_command: str | None = None
     weights: tuple[str, ...] = ()
     durations: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()  # scoring.environment.groups (docs/race.md)
+    pin_tools: bool = False  # scoring.environment.pin_tools
 
     def scoring(self) -> dict[str, Any]:
         """The scoring keys the flags set, each checked as the scoring block checks it."""
@@ -90,7 +92,21 @@ class ScoringFlags:
             )
         if weights:
             given["weights"] = weights
+        environment = self._environment()
+        if environment:
+            given["environment"] = environment
         return given
+
+    def _environment(self) -> dict[str, Any]:
+        """The environment table --group and --pin-tools give, checked as the spec's is."""
+        table: dict[str, Any] = {"groups": list(self.groups)} if self.groups else {}
+        if self.pin_tools:
+            table["pin_tools"] = True
+        try:
+            RaceParams.model_validate({"environment": table})
+        except ValidationError as exc:
+            raise InputError(f"--group: {_problem(exc)}") from None
+        return table
 
     def apply(self, data: dict[str, Any]) -> None:
         """The flags on top of `data` (a race spec in its own shape), in place."""
@@ -124,6 +140,10 @@ def _hydra_scoring(data: dict[str, Any]) -> dict[str, Any]:
 def _merged(scoring: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """`overrides` on `scoring`; a --weight replaces that one weight, the others stay."""
     merged = {**scoring, **overrides}
+    if "environment" in overrides:  # --group and --pin-tools replace those keys, not the table
+        environment = scoring.get("environment")
+        own = environment if isinstance(environment, dict) else {}
+        merged["environment"] = {**own, **overrides["environment"]}
     if "weights" in overrides:
         weights = scoring.get("weights")
         merged["weights"] = {

@@ -27,7 +27,7 @@ from tests.conftest import RACE_WHEELS
 from tests.integration.conftest import db, redis_url
 from tests.needs import require_bwrap, unavailable
 from tests.race.projects import commit, git, make_feature_repo
-from tests.race.test_submission import place, refused
+from tests.race.test_submission import accepted, place, refused
 from workers.race.check import CheckCommands, PythonEnvironment, run_check
 from workers.race.environment import TOOL_PINS
 from workers.race.requirements import EnvironmentOptions, UnknownGroup, select
@@ -172,6 +172,19 @@ def test_bad_environment_groups_are_one_line_naming_the_field(
     path.write_text(yaml.safe_dump(spec))
     line = refused("race", "run", str(path))
     assert line.startswith(expected), line
+
+
+def test_the_group_flags_choose_the_environment_too(place: Path) -> None:
+    """`arena race run --group NAME --pin-tools` over the flags' scoring block: checked as the
+    spec's table is, against the base's declarations."""
+    repo = place / "project" / "repo"
+    commit(repo, {"pyproject.toml": '[dependency-groups]\ntests = ["pytest"]\n'}, "groups")
+    flags = ["race", "run", "--repo", str(repo), "--task", "t", "--agent", "a=feat"]
+    flags += ["--test-command", "true"]
+    line = refused(*flags, "--group", "tests", "--group", "tset")
+    assert line.startswith("scoring.environment.groups[1]: 'tset' is not a dependency group")
+    assert refused(*flags, "--group", "no such").startswith("--group: String should match")
+    accepted(*flags, "--group", "tests", "--pin-tools")
 
 
 @pytest.mark.integration
