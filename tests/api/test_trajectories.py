@@ -4,10 +4,11 @@ tests/api/picture_batches.py). Under `sticky_p: 0` the built-in `right` plays on
 however many episodes it plays: everywhere it is compared or given an interval they say "1
 distinct trajectory" and draw no conclusion. Before (c3f317a) nothing counted trajectories:
 `arena compare` called such a pair "better" on an interval [1.000, 1.000] (issue 35: two
-checkpoints of 4 byte-identical episodes each) and the series marked it, two such rows that tied
-were "not separated" with "episodes needed", and the board gave each an interval. Under the default protocol the same agent's
-16 episodes are several trajectories, and an agent compared with a fresh evaluation of itself
-(other master seed) gives an interval holding 0.5 (the A/A check)."""
+checkpoints of 4 byte-identical episodes each) and the series marked it, two such rows that
+tied were "not separated" with "episodes needed", and the board gave each an interval. Under the
+default protocol the same agent's 16 episodes are several trajectories, and an agent compared
+with a fresh evaluation of itself (other master seed) gives an interval holding 0.5 (the A/A
+check)."""
 
 from __future__ import annotations
 

@@ -98,9 +98,7 @@ def test_the_next_units_child_waits_until_the_unit_before_has_ended(source: Agen
 
 
 @pytest.mark.parametrize("sent", [signal.SIGKILL, signal.SIGSTOP])
-def test_a_unit_that_kills_or_stops_the_spare_harms_no_later_unit(
-    source: AgentSource, sent: int
-):
+def test_a_unit_that_kills_or_stops_the_spare_harms_no_later_unit(source: AgentSource, sent: int):
     """SIGKILL and SIGSTOP cannot be ignored: the fork server sees the spare dead or stopped
     when its turn comes, ends it and forks the next unit's child afresh."""
     with unit(source) as agent:
