@@ -11,6 +11,7 @@ from typing import Any
 from tasks.validation import InputError
 from workers.race.git import GitError, git, is_local, read_file, resolve_commit
 from workers.race.requirements import (
+    REQUIREMENTS_FOLDER,
     EnvironmentFailed,
     EnvironmentOptions,
     UnknownGroup,
@@ -65,24 +66,37 @@ def _missing(repo: str, ref: str) -> bool:
 
 def check_groups(repo: str, base: str, options: EnvironmentOptions, where: str) -> None:
     """InputError naming the field when `options` name a group the base does not declare
-    (workers/race/requirements.py); a URL, or declarations the worker will refuse itself, are
-    left to the check."""
+    (workers/race/requirements.py); a URL, a base git cannot read (refused when the refs are
+    resolved), or declarations the worker will refuse itself, are left to those checks."""
     if options.groups is None or not is_local(repo):
         return
-    try:
-        names = git("ls-tree", "--name-only", "--end-of-options", base, cwd=Path(repo)).split()
-    except GitError:
-        return  # the base itself is refused when the refs are resolved
-    wanted = [n for n in names if n == "pyproject.toml" or _requirements_file(n)]
     with tempfile.TemporaryDirectory(prefix="arena-groups-") as folder:
-        for name in wanted:
-            (Path(folder) / name).write_text(read_file(Path(repo), base, name))
+        try:
+            _copy_declarations(Path(repo), base, Path(folder))
+        except GitError:
+            return
         try:
             chosen_groups(declarations(Path(folder)), options.groups)
         except UnknownGroup as exc:
             raise InputError(f"{where}{exc}") from None
         except EnvironmentFailed:
             return
+
+
+def _copy_declarations(repo: Path, base: str, folder: Path) -> None:
+    """pyproject.toml, requirements*.txt and requirements/*.txt as committed on `base`."""
+    names = _listed(repo, base)
+    wanted = [n for n in names if n == "pyproject.toml" or _requirements_file(n)]
+    if REQUIREMENTS_FOLDER in names:
+        inside = _listed(repo, f"{base}:{REQUIREMENTS_FOLDER}")
+        wanted += [f"{REQUIREMENTS_FOLDER}/{n}" for n in inside if n.endswith(".txt")]
+    (folder / REQUIREMENTS_FOLDER).mkdir()
+    for name in wanted:
+        (folder / name).write_text(read_file(repo, base, name))
+
+
+def _listed(repo: Path, tree: str) -> list[str]:
+    return git("ls-tree", "--name-only", "--end-of-options", tree, cwd=repo).splitlines()
 
 
 def _requirements_file(name: str) -> bool:

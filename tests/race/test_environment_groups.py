@@ -108,12 +108,41 @@ def test_named_groups_and_extras_and_the_projects_own_extras(checkout: Path) -> 
     ]
 
 
+def test_pip_compiles_requirements_folder_is_groups_by_file(tmp_path: Path) -> None:
+    """pallets/itsdangerous 2.2.0 (its release's layout) declares its groups as pip-compile
+    files in requirements/: tests.txt is freezegun and pytest with what they need, dev.txt
+    everything (sphinx, tox, pre-commit, mypy, pyright). Before: the folder was not read, so
+    the race had no freezegun and its tests failed to import."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "itsdangerous"\nversion = "2.2.0"\n'
+    )
+    folder = tmp_path / "requirements"
+    folder.mkdir()
+    (folder / "tests.in").write_text("pytest\nfreezegun\n")
+    (folder / "tests.txt").write_text(
+        "#\n#    pip-compile tests.in\n#\nfreezegun==1.4.0\n    # via -r tests.in\n"
+        "pytest==8.1.1\n    # via -r tests.in\nsix==1.16.0\n    # via python-dateutil\n"
+    )
+    (folder / "dev.txt").write_text("sphinx==7.2.6\ntox==4.14.2\nmypy==1.9.0\n")
+    (folder / "docs.txt").write_text("sphinx==7.2.6\n")
+    chosen = select(tmp_path, COMMANDS, EnvironmentOptions())
+    assert chosen.groups == ["tests"]
+    assert chosen.requirements == [
+        "freezegun==1.4.0",
+        "pytest==8.1.1",
+        "six==1.16.0",
+        TOOL_PINS["ruff"],
+    ]
+    docs = select(tmp_path, (), EnvironmentOptions(groups=["docs", "dev"]))
+    assert docs.requirements == ["sphinx==7.2.6", "tox==4.14.2", "mypy==1.9.0"]
+
+
 def test_a_group_the_commit_does_not_declare_is_refused_naming_the_field(checkout: Path) -> None:
     with pytest.raises(UnknownGroup) as refused_group:
         select(checkout, (), EnvironmentOptions(groups=["tests", "tset"]))
     assert str(refused_group.value) == (
         "environment.groups[1]: 'tset' is not a dependency group, extra or "
-        "requirements-NAME.txt of this commit (it declares: all, dev, docs, lint, test, "
+        "requirements file of this commit (it declares: all, dev, docs, lint, test, "
         "tests, typing)"
     )
 
@@ -149,7 +178,7 @@ def test_pin_tools_pins_the_declared_tools_that_give_no_version(checkout: Path) 
         (
             {"groups": ["tset"]},
             "scoring.environment.groups[0]: 'tset' is not a dependency group, extra or "
-            "requirements-NAME.txt of this commit (it declares: docs, tests)",
+            "requirements file of this commit (it declares: docs, tests)",
         ),
         ({"pin_tools": True, "grups": ["tests"]}, "scoring.environment.grups: unknown field"),
     ],
@@ -178,13 +207,17 @@ def test_the_group_flags_choose_the_environment_too(place: Path) -> None:
     """`arena race run --group NAME --pin-tools` over the flags' scoring block: checked as the
     spec's table is, against the base's declarations."""
     repo = place / "project" / "repo"
-    commit(repo, {"pyproject.toml": '[dependency-groups]\ntests = ["pytest"]\n'}, "groups")
+    files = {"pyproject.toml": '[dependency-groups]\ntests = ["pytest"]\n'}
+    commit(repo, {**files, "requirements/lint.txt": "ruff\n"}, "groups")
     flags = ["race", "run", "--repo", str(repo), "--task", "t", "--agent", "a=feat"]
     flags += ["--test-command", "true"]
     line = refused(*flags, "--group", "tests", "--group", "tset")
-    assert line.startswith("scoring.environment.groups[1]: 'tset' is not a dependency group")
+    assert line == (
+        "scoring.environment.groups[1]: 'tset' is not a dependency group, extra or "
+        "requirements file of this commit (it declares: lint, tests)"
+    )
     assert refused(*flags, "--group", "no such").startswith("--group: String should match")
-    accepted(*flags, "--group", "tests", "--pin-tools")
+    accepted(*flags, "--group", "tests", "--group", "lint", "--pin-tools")
 
 
 @pytest.mark.integration
@@ -207,7 +240,7 @@ def test_the_api_refuses_a_group_the_base_does_not_declare_with_422(
     assert response.status_code == 422, response.text
     assert response.json()["detail"] == (
         "scoring.environment.groups[0]: 'test' is not a dependency group, extra or "
-        "requirements-NAME.txt of this commit (it declares: tests)"
+        "requirements file of this commit (it declares: tests)"
     )
     assert {k: db.r.dump(k) for k in db.r.keys("*")} == before
     spec["scoring"]["environment"] = {"groups": ["tests"], "pin_tools": True}

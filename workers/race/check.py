@@ -57,7 +57,13 @@ EXIT_NOT_FOUND = 127  # what sh returns for a command it cannot find
 # cannot be built; the reducer reads the race as failed at the start (race_reduce.py).
 BASE_ENVIRONMENT_FAILED = "the base's environment could not be built"
 # The files whose contents make an environment (workers/race/environment.py, declaring_files).
-DECLARING = ("pyproject.toml", "setup.cfg", "setup.py", ":(glob)requirements*.txt")
+DECLARING = (
+    "pyproject.toml",
+    "setup.cfg",
+    "setup.py",
+    ":(glob)requirements*.txt",
+    ":(glob)requirements/*.txt",
+)
 
 
 class CheckError(RuntimeError):

@@ -45,6 +45,7 @@ _TOOL_WORD = re.compile(r"(?<![\w.-])(py\.test|" + "|".join(TOOL_PINS) + r")(?![
 _TEST_GROUP = re.compile(r"(?:^|-)test\w*(?:-|$)")
 _DEV_GROUP = re.compile(r"(?:^|-)(?:dev|develop|development)(?:-|$)")
 _REQUIREMENTS_FILE = re.compile(r"^requirements[-_](.+)\.txt$")
+REQUIREMENTS_FOLDER = "requirements"  # requirements/NAME.txt: group NAME
 GroupName = Annotated[str, Field(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$")]
 
 
@@ -94,7 +95,20 @@ def declaring_files(checkout: Path) -> list[Path]:
     names = ["pyproject.toml", "setup.cfg", "setup.py"]
     found = [checkout / n for n in names if (checkout / n).is_file()]
     found += sorted(p for p in checkout.glob("requirements*.txt") if p.is_file())
+    folder = checkout / REQUIREMENTS_FOLDER
+    if folder.is_dir() and not folder.is_symlink():
+        found += sorted(p for p in folder.glob("*.txt") if p.is_file())
     return [p for p in found if not p.is_symlink()]
+
+
+def _group_of_file(path: Path, checkout: Path) -> str | None:
+    """The group a requirements file declares: `requirements-NAME.txt` and
+    `requirements/NAME.txt` (pip-compile's layout, pallets' itsdangerous 2.2.0) are NAME;
+    `requirements.txt` is runtime (None)."""
+    if path.parent != checkout:
+        return canonicalize_name(path.stem)
+    named = _REQUIREMENTS_FILE.match(path.name)
+    return canonicalize_name(named.group(1)) if named else None
 
 
 def _read(path: Path) -> str:
@@ -158,13 +172,12 @@ def declarations(checkout: Path) -> Declarations:
     found = Declarations()
     if checkout / "pyproject.toml" in files:
         found = _from_pyproject(checkout)
-    for path in (p for p in files if p.name.startswith("requirements")):
+    for path in (p for p in files if p.suffix == ".txt"):
         lines = _requirement_lines(_read(path))
-        named = _REQUIREMENTS_FILE.match(path.name)
-        if named is None:
+        group = _group_of_file(path, checkout)
+        if group is None:
             found.runtime += lines
         else:
-            group = canonicalize_name(named.group(1))
             found.groups[group] = found.groups.get(group, []) + lines
     found.runtime = [by_name(r) for r in found.runtime]
     found.groups = {g: [by_name(r) for r in reqs] for g, reqs in found.groups.items()}
@@ -205,7 +218,7 @@ def chosen_groups(found: Declarations, named: Sequence[str] | None) -> list[str]
         if group not in found.groups:
             raise UnknownGroup(
                 f"environment.groups[{index}]: {name!r} is not a dependency group, extra or "
-                f"requirements-NAME.txt of this commit (it declares: {declared})"
+                f"requirements file of this commit (it declares: {declared})"
             )
         chosen.append(group)
     return list(dict.fromkeys(chosen))
