@@ -27,7 +27,8 @@ from workers.race.environment import TOOL_PINS
 from workers.race.requirements import EnvironmentOptions, select
 
 ROOT = Path(__file__).resolve().parents[2]
-SDIST = ROOT / ".test-tools" / "race-repos" / "click-8.5.1.tar.gz"
+REPOS = ROOT / ".test-tools" / "race-repos"
+SDIST = REPOS / "click-8.5.1.tar.gz"
 COMMANDS = ('python -c "import click"', "python -m pytest -q tests/test_basic.py", "ruff check .")
 VERSION = {tool: TOOL_PINS[tool].split("==")[1] for tool in ("pytest", "ruff")}
 
@@ -121,3 +122,60 @@ def test_a_race_of_click_records_what_its_environment_holds(
     layout = format_results(summary, batch.batch_id)
     assert f"  tools: pytest {VERSION['pytest']}, ruff {VERSION['ruff']}" in layout
     assert "groups tests; 6 distributions" in layout
+
+
+# pallets/itsdangerous 2.2.0's locked requirements/tests.txt: what its environment holds, with
+# ruff at Arena's pin for the lint command (the repository declares ruff only in dev.txt).
+ITSDANGEROUS_ENVIRONMENT = {
+    "freezegun": "1.4.0",
+    "iniconfig": "2.0.0",
+    "packaging": "24.0",
+    "pluggy": "1.4.0",
+    "pytest": "8.1.1",
+    "python-dateutil": "2.9.0.post0",
+    "six": "1.16.0",
+    "ruff": VERSION["ruff"],
+}
+
+
+def test_itsdangerous_races_with_its_tests_lock_not_every_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repository issue 36 raced, as released (requirements/*.txt from pip-compile): its
+    environment is its tests.txt and ruff, not sphinx, tox, pre-commit, mypy or pyright (the
+    issue's 134 packages), and its 2.2.0 suite passes there; before, requirements/ was not
+    read and the suite could not import freezegun."""
+    require_bwrap()
+    if not (REPOS / "wheels" / ".complete").is_file() or not (RACE_WHEELS / ".complete").is_file():
+        unavailable(f"no itsdangerous wheels in {REPOS}: run scripts/install-test-tools")
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{RACE_WHEELS} {REPOS / 'wheels'}")
+    monkeypatch.setenv("ARENA_REPO_ROOTS", str(tmp_path))
+    monkeypatch.setenv("ARENA_WORK_DIR", str(tmp_path / "work"))
+    with tarfile.open(REPOS / "itsdangerous-2.2.0.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    repo = tmp_path / "itsdangerous-2.2.0"
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--no-verify", "-m", "itsdangerous 2.2.0")
+    git(repo, "branch", "a")
+    spec = {
+        "workload": "race",
+        "task": "nothing",
+        "repo": str(repo),
+        "agents": [{"name": "A", "branch": "a"}],
+        "scoring": {
+            "build_command": 'python -c "import itsdangerous"',
+            "test_command": "python -m pytest -q -p no:cacheprovider",
+            "lint_command": "ruff check .",
+        },
+    }
+    batch = validate_batch(spec)
+    results = execute_batch(batch)
+    assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
+    summary = get_workload("race").reduce(batch, results).summary
+    counts = summary["agents"][0]["measures"]["tests"]["counts"]
+    assert counts["passed"] > 250 and counts["failed"] == counts["errors"] == 0, counts
+    (recorded,) = summary["environments"].values()
+    assert recorded["groups"] == ["tests"]
+    assert recorded["installed"] == dict(sorted(ITSDANGEROUS_ENVIRONMENT.items()))
+    assert recorded["tools"] == {"pytest": "8.1.1", "ruff": VERSION["ruff"]}
