@@ -1,19 +1,19 @@
 """What a race's environment costs when it holds what the commands need against every group
-(docs/race.md, "What goes into an environment"; issue 36): a real public Python repository,
-pallets/click 8.5.1 (the sdist of its release on the index: its source, tests, docs and a
-pyproject.toml with [dependency-groups] dev, docs, docs-auto, gha-update, pre-commit, tests,
-tests-random, typing, as pallets' itsdangerous has them), its environment built for the obvious
-commands (`python -c "import click"`, `python -m pytest -q`, `ruff check .`), each into an
-empty cache: the default (runtime + the groups whose name says test + the named tools), every
-group, and a race that names only `[tests]`.
-Printed side by side: build time, distributions, size; then click's own test suite run in the
-default environment (it has what the commands need; less the one module that reads click's
-installed metadata, SKIP).
+(docs/race.md, "What goes into an environment"; issue 36), on a real public Python repository
+as its release's sdist has it: pallets/click 8.5.1 ([dependency-groups] dev, docs, docs-auto,
+gha-update, pre-commit, tests, tests-random, typing: the layout itsdangerous's main branch has)
+or, with --release, pallets/itsdangerous 2.2.0 (pip-compile files requirements/build, dev, docs,
+tests, typing.txt). The environment for `python -c 'import PROJECT'`, `python -m pytest -q` and
+`ruff check .` is built each into an empty cache, in turn: the default (runtime + the groups
+whose name says test + the named tools), every group, and a race that names only `[tests]`.
+Printed side by side: build time, distributions, size; then the project's own test suite run in
+the default environment (it has what the commands need; click's one module that reads its
+installed metadata left out, SKIP: a race's environment does not install the project).
 
 The builds install from one folder of wheels fetched first (not timed), with no index: the
 difference measured is what is installed, not the network.
 
-Run from the repository root: .venv/bin/python bench/race_groups.py [--repeat R]
+Run from the repository root: .venv/bin/python bench/race_groups.py [--repeat R] [--release R]
 It needs the package index once (the sdist and the wheels; PIP_INDEX_URL for a mirror).
 """
 
@@ -37,9 +37,9 @@ from workers.race.environment import EnvironmentRun, python_environment
 from workers.race.requirements import EnvironmentOptions, declarations, select
 from workers.sandbox.local import LocalSandbox
 
-PROJECT = "click"
-RELEASE = "click==8.5.1"  # the tests race the same (tests/race/test_real_repository.py)
-COMMANDS = ('python -c "import click"', "python -m pytest -q", "ruff check .")
+# The releases the tests race the same (tests/race/test_real_repository.py); --release picks.
+RELEASES = ("click==8.5.1", "itsdangerous==2.2.0")
+COMMANDS = ("python -c 'import PROJECT'", "python -m pytest -q", "ruff check .")
 # The one test module that reads click's installed metadata (importlib.metadata.version): the
 # project itself is not installed in a race's environment (a setup command can: docs/race.md).
 SKIP = ("--ignore=tests/test_deprecations.py",)
@@ -47,13 +47,13 @@ PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
 console = Console(width=150)
 
 
-def fetch(folder: Path) -> Path:
-    """The sdist of RELEASE, unpacked: the repository as its release has it."""
+def fetch(folder: Path, release: str) -> Path:
+    """The sdist of `release`, unpacked: the repository as its release has it."""
     subprocess.run(
-        [*PIP, "download", "--quiet", "--no-deps", "--no-binary=:all:", "-d", str(folder), RELEASE],
+        [*PIP, "download", "--quiet", "--no-deps", "--no-binary=:all:", "-d", str(folder), release],
         check=True,
     )
-    (sdist,) = folder.glob(f"{PROJECT}-*.tar.gz")
+    (sdist,) = folder.glob(f"{release.split('==')[0]}-*.tar.gz")
     with tarfile.open(sdist) as archive:
         archive.extractall(folder, filter="data")
     return next(p for p in folder.iterdir() if p.is_dir())
@@ -75,7 +75,7 @@ def build(checkout: Path, options: EnvironmentOptions, envs: Path) -> tuple[Path
 
 
 def suite(checkout: Path, env: Path) -> str:
-    """click's tests in the default environment, as a check runs them (src/ on PYTHONPATH)."""
+    """The project's tests in the default environment, as a check runs them (src/ on PYTHONPATH)."""
     done = subprocess.run(
         [str(env / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", *SKIP],
         cwd=checkout,
@@ -89,10 +89,11 @@ def suite(checkout: Path, env: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--release", choices=RELEASES, default=RELEASES[0])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="arena-bench-groups-") as tmp:
         root = Path(tmp)
-        checkout = fetch(root / "src")
+        checkout = fetch(root / "src", args.release)
         groups = sorted(declarations(checkout).groups)
         modes = {
             "tests only": EnvironmentOptions(groups=["tests"]),
@@ -108,7 +109,8 @@ def main() -> None:
                 folder = root / f"envs-{index}-{attempt}"  # an empty cache; no ":" (venv)
                 envs[mode], run = build(checkout, options, folder)
                 runs[mode].append(run)
-        table = Table(title=f"{checkout.name}: the environment for {', '.join(COMMANDS)}")
+        shown = ", ".join(COMMANDS).replace("PROJECT", args.release.split("==")[0])
+        table = Table(title=f"{checkout.name}: the environment for {shown}")
         columns = ("", "groups", "requirements", "distributions", "MiB", "build s (median)", "runs")
         for column in columns:
             table.add_column(column)
@@ -131,7 +133,7 @@ def main() -> None:
         )
         console.print(f"tools: {runs['default'][0].tools}")
         console.print(
-            f"click's tests in the default environment: {suite(checkout, envs['default'])}"
+            f"its tests in the default environment: {suite(checkout, envs['default'])}"
         )
 
 
