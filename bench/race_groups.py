@@ -132,9 +132,7 @@ def main() -> None:
             f"tests only / every group: {tests / every:.2f}x"
         )
         console.print(f"tools: {runs['default'][0].tools}")
-        console.print(
-            f"its tests in the default environment: {suite(checkout, envs['default'])}"
-        )
+        console.print(f"its tests in the default environment: {suite(checkout, envs['default'])}")
 
 
 if __name__ == "__main__":
