@@ -255,7 +255,7 @@ def _await_turn(go: int) -> bool:
     """A spare's wait for `go` (False: the pipe closed). Roused (`w`) as its unit ends, it asks
     without sleeping for up to ROUSED_SPIN_S, yielding the CPU to anything runnable."""
     said = os.read(go, 1)
-    if said == b"w":  # roused (again, maybe, as the unit ends): ask without sleeping a while
+    if said == b"w":  # roused as its unit ends: ask without sleeping a while
         os.set_blocking(go, False)
         end = time.perf_counter() + ROUSED_SPIN_S
         while said == b"w" and time.perf_counter() < end:

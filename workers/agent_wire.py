@@ -83,19 +83,11 @@ class Pacer:
         self.spin_s = spin_s
         self.gap = 0.0  # the usual time from an answer to the next request
         self.answered = 0.0
-        self.soon_s = 0.0  # the next request is due soon: ask without sleeping this long
 
     def sent(self) -> None:
         self.answered = time.perf_counter()
 
-    def spin_next(self, seconds: float) -> None:
-        """The next request is due within about `seconds`: asked for without sleeping."""
-        self.soon_s = seconds
-
     def receive(self, sock: socket.socket) -> bytes:
-        if self.soon_s:
-            chunk, self.soon_s, self.answered = recv_spinning(sock, self.soon_s), 0.0, 0.0
-            return chunk
         if self.gap > 2 * LEAD_S and self.answered:
             asleep = self.answered + self.gap - LEAD_S - time.perf_counter()
             if asleep > 0:

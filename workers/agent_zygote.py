@@ -18,9 +18,6 @@ from workers import agent_precompile
 from workers.agent_jail import WRITABLE, JailState
 from workers.agent_wire import SPIN_S, Pacer, encode_answer, receive_request
 
-# How long the zygote, told a unit is in its last round (`soon`), waits for its end without
-# sleeping: waking it costs ~1 ms on a virtual machine's idle CPU, now spent during that round.
-SOON_SPIN_S = 5e-3
 # How long a spare told to go has to say it began (it is awake, roused: microseconds); one
 # that does not is ended and the unit gets a new child.
 BEGUN_TIMEOUT_S = 2.0
@@ -72,10 +69,6 @@ class Zygote:
             op, argument = request
             if op == "make":
                 self.fork(argument)
-            elif op == "soon":  # the unit is in its last round: awake for its end
-                self._rouse()
-                pacer.spin_next(SOON_SPIN_S)
-                continue
             elif op == "end":
                 self._rouse()
                 send(self.control, {"ok": self.end(float(argument.get("wait_s", 0)))})

@@ -63,7 +63,7 @@ def _play_lockstep(agent: AlympicsAgent, unit: Unit, watch: ForfeitWatch) -> lis
     game_class, episodes = GAME_CLASSES[p["game"]], int(p["episodes"])
     count = min(episodes, LOCKSTEP_EPISODES)
     records: list[EpisodeRecord] = []
-    with open_slots(agent, unit, count) as (block_of, flush, ending):
+    with open_slots(agent, unit, count) as (block_of, flush):
         for first in range(0, episodes, count):
             block = range(first, min(first + count, episodes))
             agents = block_of(len(block))
@@ -73,7 +73,6 @@ def _play_lockstep(agent: AlympicsAgent, unit: Unit, watch: ForfeitWatch) -> lis
                 [derive_seed(unit.env_seed, e) for e in block],
                 [partial(watch.fault, e) for e in block],
                 flush,
-                ending if block.stop == episodes else None,  # the unit's last block
             )
     return records
 
@@ -84,11 +83,10 @@ BlockOf = Callable[[int], Sequence[Strategy]]
 @contextmanager
 def open_slots(
     agent: AlympicsAgent, unit: Unit, count: int
-) -> Iterator[tuple[BlockOf, Callable[[], None], Callable[[], None]]]:
+) -> Iterator[tuple[BlockOf, Callable[[], None]]]:
     """The agent for blocks of up to `count` episodes played together, in its sandbox (in
     the worker when agents are trusted and no jail starts): what gives a block's agents, new
-    ones for every episode, what sends the calls queued for them, and what tells the agent's
-    side the unit's last round is asked."""
+    ones for every episode, and what sends the calls queued for them."""
     assert agent.entry_point is not None
     entry_point = agent.entry_point
     source = AgentSource(entry_point=entry_point, slots=count)
@@ -101,10 +99,9 @@ def open_slots(
         if isinstance(opened, SandboxedAgent):
             # The unit child made `count` agents; it makes each slot's next at its next reset.
             slots = SandboxedSlots(opened, count)
-            strategies = cast(Sequence[Strategy], slots.strategies)
-            yield (lambda size: strategies[:size]), slots.flush, slots.ending
+            yield (lambda size: cast(Sequence[Strategy], slots.strategies[:size])), slots.flush
         else:
-            yield opened, _nothing_queued, _nothing_queued
+            yield opened, _nothing_queued
 
 
 def _nothing_queued() -> None:

@@ -55,13 +55,11 @@ def play_lockstep(
     seeds: Sequence[int],
     hooks: Sequence[FaultHook | None],
     flush: Callable[[], None],
-    ending: Callable[[], None] | None = None,
 ) -> list[EpisodeRecord]:
     """Play episode e of `games` with `lineups[e]` from `seeds[e]`, all of them round by round
     together, with play_episode's rules (faults, default actions, hooks). A strategy that asks
     in halves (`begin_reset`/`finish_reset`, `begin_act`/`finish_act`) queues its calls, which
-    `flush` sends at once; the others are called in turn meanwhile. `ending` is called once the
-    last round's calls are sent (a sandboxed agent's jail gets ready for the unit's end)."""
+    `flush` sends at once; the others are called in turn meanwhile."""
     faults = [_Faults(g.n_players, hook) for g, hook in zip(games, hooks, strict=True)]
     _reset_all(games, lineups, seeds, faults, flush)
     players = [
@@ -77,10 +75,7 @@ def play_lockstep(
     half = (len(games) + 1) // 2
     halves = [h for h in (range(half), range(half, len(games))) if h]
     asked = [_ask(games, players, h, flush) for h in halves]
-    last = games[0].rounds
-    if ending is not None and last == 1:
-        ending()
-    for round_number in range(1, last + 1):
+    for round_number in range(1, games[0].rounds + 1):
         for index, episodes in enumerate(halves):
             moves = _moves(games, players, episodes, asked[index])
             for e, moved in zip(episodes, moves, strict=True):
@@ -88,10 +83,8 @@ def play_lockstep(
                     if why is not None:
                         faults[e].add(player, round_number, why)
                 games[e].play_parsed([action for action, _ in moved])
-            if round_number < last:
+            if round_number < games[0].rounds:
                 asked[index] = _ask(games, players, episodes, flush)
-                if ending is not None and round_number == last - 1 and index == len(halves) - 1:
-                    ending()
     return [
         EpisodeRecord(
             game=game.name,

@@ -27,7 +27,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
 from workers.agent_wire import (
@@ -73,7 +73,6 @@ class AgentProcess(JailedProcess):
         self._asked_at = 0.0  # when the request `finish` answers was sent (monotonic)
         self._pending = 0  # answers to the request begun last not read yet
         self._ending = False  # an `end` sent to the zygote whose answer is not read yet
-        self._soon = False  # the unit's child's zygote was told its last round began
         self._buffer = bytearray()
         self._note: str | None = None  # what the agent's side said before it exited
         self.memory_mb = plan.memory_mb
@@ -172,7 +171,7 @@ class AgentProcess(JailedProcess):
         for extra in fds[1:]:
             os.close(extra)
         self._use(socket.socket(fileno=fds[0]))
-        self.unit, self._soon = made.get("unit"), False
+        self.unit = made.get("unit")
         self.cpu_s = argument.get("cpu_s") if isinstance(argument, dict) else None
         self.dead, self._death, self._note, self.limit_hit = None, AgentProcessDied, None, False
 
@@ -187,15 +186,6 @@ class AgentProcess(JailedProcess):
         """One request to the zygote and its answer, with the descriptors it passed."""
         self.control.sendall(encode_request(op, argument))
         return self._zygote_answer(timeout_s)
-
-    def soon(self) -> None:
-        """The unit is in its last round: the zygote is told, to be awake for its end (no
-        answer comes; once a unit)."""
-        if self.unit is None or self._soon or self.control.fileno() < 0:
-            return
-        self._soon = True
-        with suppress(OSError):  # a jail gone is found out at the unit's end
-            self.control.sendall(encode_request("soon", {}))
 
     def end_unit(self) -> None:
         """The unit is over: the zygote is asked to end its child and put the jail back as it

@@ -208,8 +208,8 @@ def untrusted_agent(
         process = AgentProcess(plan_for(source, limits), limits.start_timeout_s)
     try:
         cpu_s = limits.cpu_s if source.device != "cuda" else None  # its child serves on
-        # An entry point's next unit child is forked as soon as a unit ends (its import and
-        # factory off the worker's path: workers/agent_child.py, Zygote.spare).
+        # An entry point's next unit child is forked while this unit runs and waits for its
+        # end (the fork off the worker's path: workers/agent_zygote.py, Spare).
         spare = {"spare": True} if source.entry_point else {}
         request = {**source.make_request(), "cpu_s": cpu_s, **spare}
         made = process.request("make", request, limits.start_timeout_s)

@@ -62,10 +62,6 @@ class SandboxedSlots:
         else:
             self._in_flight.append(len(calls))
 
-    def ending(self) -> None:
-        """The block's last round is asked: the agent's jail gets ready for the unit's end."""
-        self.process.soon()
-
     def answer(self) -> Any:
         """The next queued call's answer, in the order they were queued."""
         if not self._outcomes:

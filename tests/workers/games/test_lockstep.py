@@ -84,25 +84,6 @@ def test_each_half_of_a_round_is_queued_then_sent_once():
     assert records == alone
 
 
-@pytest.mark.parametrize("rounds", [1, 3])
-def test_the_end_is_announced_once_the_last_rounds_moves_are_sent(rounds: int):
-    """`ending` (a sandboxed agent's jail told to get ready for the unit's end) comes right
-    after the last round's moves are sent, before their answers are read, and once."""
-    log: list[str] = []
-    agents = [Halves(BUILTIN["prisoners_dilemma"](), log, str(e)) for e in range(3)]
-    play_lockstep(
-        [GAMES["prisoners_dilemma"](rounds) for _ in range(3)],
-        [[agent, *opponent_lineup("prisoners_dilemma", "tit-for-tat")] for agent in agents],
-        [1, 2, 3],
-        [None] * 3,
-        lambda: log.append("sent"),
-        lambda: log.append("ending"),
-    )
-    last_round = ["act 0", "act 1", "sent", "act 2", "sent"]
-    assert log.count("ending") == 1
-    assert log[-len(last_round) - 1 :] == [*last_round, "ending"]
-
-
 class FailsReset(Scripted):
     def reset(self, game: str, player: int, seed: int) -> None:
         raise ConnectionError("no route to host")
