@@ -10,13 +10,12 @@ out (the reducer reads the files and runs the commands).
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Literal
 
 from scoring._common import StrictModel
 from scoring.race_dimensions import DimensionResult, TestCounts, TestOutcome, score_tests_outcome
-from scoring.race_tests import go_broken_packages, go_events
+from scoring.race_tests import go_broken_packages, go_events, junit_root
 
 RunnerName = Literal["junit", "pytest", "jest", "cargo", "go"]
 
@@ -158,11 +157,8 @@ def parse_junit_xml(text: str) -> TestCounts | None:
         return None
     if _XML_DECLARATIONS.search(text):
         return None
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError:
-        return None
-    if _local(root.tag) not in ("testsuites", "testsuite"):
+    root = junit_root(text)
+    if root is None:
         return None
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "xfailed": 0}
     for case in root.iter():

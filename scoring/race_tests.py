@@ -74,15 +74,21 @@ def _local(tag: object) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
 
-def junit_cases(text: str) -> Cases | None:
-    """Every <testcase> as `classname::name` (pytest: 'tests.test_x::test_a[1]',
-    'tests.test_x.TestY::test_b'), its outcome as scoring.race_parsers.parse_junit_xml counts
-    it. The caller has refused what parse_junit_xml refuses (size, declarations)."""
+def junit_root(text: str) -> ET.Element | None:
+    """A JUnit XML report's root element (<testsuites> or <testsuite>), or None."""
     try:
         root = ET.fromstring(text)
     except ET.ParseError:
         return None
-    if _local(root.tag) not in ("testsuites", "testsuite"):
+    return root if _local(root.tag) in ("testsuites", "testsuite") else None
+
+
+def junit_cases(text: str) -> Cases | None:
+    """Every <testcase> as `classname::name` (pytest: 'tests.test_x::test_a[1]',
+    'tests.test_x.TestY::test_b'), its outcome as scoring.race_parsers.parse_junit_xml counts
+    it. The caller has refused what parse_junit_xml refuses (size, declarations)."""
+    root = junit_root(text)
+    if root is None:
         return None
     found = _Collected()
     for case in root.iter():
