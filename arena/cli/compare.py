@@ -9,6 +9,7 @@ import click
 from arena.cli.terminal import print_json
 from arena.service.cluster import open_store
 from arena.service.compare import BoardComparison, compare_agents
+from arena.service.runs import RunsView, compare_algorithms
 from scoring.compare import RESAMPLES, trajectories_word
 from tasks.settings import load_settings
 
@@ -26,15 +27,76 @@ from tasks.settings import load_settings
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="The bootstrap's seed.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
-def compare_command(board: str, a: str, b: str, resamples: int, seed: int, as_json: bool) -> None:
+@click.option(
+    "--runs",
+    is_flag=True,
+    help="A and B are algorithms: their runs (agents A-seed<k>[@<steps>]) compared by rliable.",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(0),
+    default=None,
+    help="With --runs: each run's checkpoint at these steps (default: each run's latest).",
+)
+def compare_command(
+    board: str,
+    a: str,
+    b: str,
+    resamples: int,
+    seed: int,
+    as_json: bool,
+    runs: bool,
+    steps: int | None,
+) -> None:
     """The probability that agent A beats agent B on BOARD (an episode of A scores above one of
-    B, ties half), its 95% interval, and whether the episodes are enough to tell them apart."""
+    B, ties half), its 95% interval, and whether the episodes are enough to tell them apart;
+    with --runs, algorithm A's runs against B's (docs/mario.md, "Seeds and runs")."""
+    if steps is not None and not runs:
+        raise click.UsageError("--steps: only with --runs")
     with open_store(load_settings()) as db:
-        found = compare_agents(db, board, a, b, resamples, seed)
+        found = (
+            compare_algorithms(db, board, a, b, steps, resamples, seed)
+            if runs
+            else compare_agents(db, board, a, b, resamples, seed)
+        )
     if as_json:
         print_json(found.model_dump(mode="json"))
+    elif isinstance(found, RunsView):
+        click.echo("\n".join(runs_lines(found)))
     else:
         click.echo("\n".join(comparison_lines(found)))
+
+
+def runs_lines(found: RunsView) -> list[str]:
+    c, a, b = found.comparison, found.a, found.b
+    at = "latest checkpoints" if found.steps is None else f"checkpoints at {found.steps} steps"
+    lines = [
+        f"leaderboard {found.board}: {a} ({c.runs_a} runs) vs {b} ({c.runs_b} runs), "
+        f"{c.strata} episodes each, {at}",
+    ]
+    for name, iqm, (low, high), count in (
+        (a, c.iqm_a, c.iqm_ci95_a, c.trajectories_a),
+        (b, c.iqm_b, c.iqm_ci95_b, c.trajectories_b),
+    ):
+        span = f", 95% interval [{low:.1f}, {high:.1f}]" if c.conclusive else ""
+        lines.append(f"IQM {name} = {iqm:.1f}{span} (at least {trajectories_word(count or 0)})")
+    if not c.conclusive:
+        return [
+            *lines,
+            f"P({a} > {b}) = {c.probability:.3f}",
+            "no conclusion: a side under 2 distinct trajectories shows one outcome repeated; "
+            "evaluate under sticky actions (params.sticky_p, 0.25 by default)",
+        ]
+    low, high = c.ci95
+    lines.append(
+        f"P({a} > {b}) = {c.probability:.3f}, 95% interval [{low:.3f}, {high:.3f}] "
+        f"(stratified bootstrap over runs, {c.resamples:,} resamples, seed {c.seed})"
+    )
+    if c.better is None:
+        lines.append(f"not separated: {c.runs_a} and {c.runs_b} runs do not tell them apart")
+    else:
+        lines.append(f"{a if c.better == 'a' else b} is better: the interval excludes 0.5")
+    return lines
 
 
 def comparison_lines(found: BoardComparison) -> list[str]:

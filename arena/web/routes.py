@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from arena.service import batches, boards, races, series
 from arena.service.compare import BoardComparison, NotOnBoard, compare_agents, read_series
 from arena.service.queue import QueueView, read_queue
+from arena.service.runs import RunsView, compare_algorithms
 from arena.web.front_door import Redacted
 from arena.web.models import (
     BatchDetail,
@@ -287,6 +288,34 @@ def compare(
     agent; 422: a board whose rows keep no per-episode scores (only Mario's do), or A = B."""
     try:
         return compare_agents(api.db, name, a, b, seed=seed)
+    except NotOnBoard as exc:
+        raise not_found(exc) from None
+    except InputError as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+@router.get(
+    "/leaderboards/{name}/compare-runs",
+    response_model=RunsView,
+    tags=["leaderboards"],
+    responses=error_responses(404, 422),
+)
+def compare_runs(
+    api: ApiState,
+    name: str,
+    a: Annotated[str, Query(description="Algorithm A: its runs are agents A-seed<k>[@<steps>].")],
+    b: Annotated[str, Query(description="Algorithm B, another algorithm of the board.")],
+    steps: Annotated[
+        int | None, Query(ge=0, description="Each run's checkpoint at these steps.")
+    ] = None,
+    seed: Annotated[int, Query(description="The bootstrap's seed.")] = 0,
+) -> RunsView:
+    """A's runs against B's as rliable compares them: each IQM over runs × episodes with its
+    stratified bootstrap 95% interval, and P(A > B) with its own (`arena compare NAME A B
+    --runs --json`). 404: no such board; 422: fewer than 2 runs of A or B, A = B, or a board
+    whose rows keep no per-episode scores."""
+    try:
+        return compare_algorithms(api.db, name, a, b, steps, seed=seed)
     except NotOnBoard as exc:
         raise not_found(exc) from None
     except InputError as exc:
