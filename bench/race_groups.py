@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.race.projects import extract_all
 from workers.race.builders import LocalBuilder
 from workers.race.environment import EnvironmentRun, python_environment
 from workers.race.requirements import EnvironmentOptions, declarations, select
@@ -55,7 +56,7 @@ def fetch(folder: Path, release: str) -> Path:
     )
     (sdist,) = folder.glob(f"{release.split('==')[0]}-*.tar.gz")
     with tarfile.open(sdist) as archive:
-        archive.extractall(folder, filter="data")
+        extract_all(archive, folder)
     return next(p for p in folder.iterdir() if p.is_dir())
 
 

@@ -76,17 +76,23 @@ def require_current_worker_image() -> str:
 
 
 def arena_containers(
-    client: Any, not_of_pid: int | None = None, of_pids: set[int] | None = None
+    client: Any,
+    not_of_pid: int | None = None,
+    of_pids: set[int] | None = None,
+    not_of_host: str | None = None,
 ) -> list[str]:
     """Every container Arena labelled, running or not (its name, kind and creation time), but
     those of the process `not_of_pid` (a test's own, which its own checks account for); with
-    `of_pids`, only those of these processes (a test's workers, not another test's)."""
+    `of_pids`, only those of these processes (a test's workers, not another test's); with
+    `not_of_host`, none made by a process of that host (the tests running beside a cluster
+    whose workers are containers, each with a host name of its own)."""
     found = client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True)
     return sorted(
         f"{c.name} ({c.labels.get('arena.kind')}, created {c.attrs.get('Created')})"
         for c in found
         if (not_of_pid is None or c.labels.get("arena.pid") != str(not_of_pid))
         and (of_pids is None or c.labels.get("arena.pid") in {str(p) for p in of_pids})
+        and (not_of_host is None or c.labels.get("arena.host") != not_of_host)
     )
 
 

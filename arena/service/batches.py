@@ -163,7 +163,7 @@ def run_in_process(
     """Run a batch's units in this process, one after another (no Redis, no leaderboard), and
     its report, with the units' logs written to the data folder."""
     created, logs = time.time(), dict[str, str]()
-    results = execute_batch(batch, logs, replay_cache)
+    results = execute_batch(batch, logs, replay_cache, memory_limits=True)
     folder = log_folder(settings, batch.batch_id)
     log_dir = write_logs(folder, logs, results) if logs else None
     return in_process_report(batch, results, created, run_id, log_dir)

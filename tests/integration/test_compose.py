@@ -246,11 +246,14 @@ def test_every_workload_on_the_compose_cluster(cluster: ComposeCluster, tmp_path
 
 
 def _only(before: set[str], client: Any, wait_s: float = 10.0) -> set[str]:
-    """Arena containers that were not there `before` (this process's own aside), after giving
-    any that their owners are removing right now a few seconds to go."""
+    """Arena containers that were not there `before` (this process's own aside, and those of
+    the tests running beside this one on this host: the cluster's workers are containers, with
+    host names of their own), after giving any that their owners are removing right now a few
+    seconds to go."""
     deadline = time.monotonic() + wait_s
     while True:
-        extra = set(arena_containers(client, not_of_pid=os.getpid())) - before
+        found = arena_containers(client, not_of_pid=os.getpid(), not_of_host=socket.gethostname())
+        extra = set(found) - before
         if not extra or time.monotonic() > deadline:
             return extra
         time.sleep(0.2)

@@ -22,7 +22,7 @@ from tasks.workloads import get_workload, validate_batch
 from tasks.workloads.race_view import format_results
 from tests.conftest import RACE_WHEELS
 from tests.needs import require_bwrap, unavailable
-from tests.race.projects import commit, git
+from tests.race.projects import commit, extract_all, git
 from workers.race.environment import TOOL_PINS
 from workers.race.requirements import EnvironmentOptions, select
 
@@ -40,7 +40,7 @@ def click_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
         unavailable(f"no {SDIST.name} in {SDIST.parent}: run scripts/install-test-tools")
     folder = tmp_path_factory.mktemp("click")
     with tarfile.open(SDIST) as archive:
-        archive.extractall(folder, filter="data")
+        extract_all(archive, folder)
     repo = folder / "click-8.5.1"
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
@@ -152,7 +152,7 @@ def test_itsdangerous_races_with_its_tests_lock_not_every_group(
     monkeypatch.setenv("ARENA_REPO_ROOTS", str(tmp_path))
     monkeypatch.setenv("ARENA_WORK_DIR", str(tmp_path / "work"))
     with tarfile.open(REPOS / "itsdangerous-2.2.0.tar.gz") as archive:
-        archive.extractall(tmp_path, filter="data")
+        extract_all(archive, tmp_path)
     repo = tmp_path / "itsdangerous-2.2.0"
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")

@@ -136,8 +136,14 @@ def test_a_spec_at_the_ceilings_is_taken(case: str) -> None:
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
-def test_every_example_is_under_the_ceilings(path: Path) -> None:
-    validate_batch(yaml.safe_load(path.read_text()), asker="operator")
+def test_every_example_is_under_the_ceilings(path: Path, tmp_path: Path) -> None:
+    spec = yaml.safe_load(path.read_text())
+    if spec["workload"] == "race":  # its repository is made by a script, as its comment says
+        repo = tmp_path / "race-repo"
+        made = [sys.executable, str(ROOT / "examples" / "make_race_repo.py"), str(repo)]
+        subprocess.run(made, check=True, capture_output=True, timeout=120)
+        spec["repo"] = str(repo)
+    validate_batch(spec, asker="operator")
 
 
 MEASURE = textwrap.dedent(
