@@ -10,6 +10,8 @@ from typing import Any
 from tasks.workloads.base import UnitResult
 from tasks.workloads.race_spec import BASELINE
 
+# A check's Python environment and, for a package.json, its Node one (workers/race/node_env.py).
+FIELDS = ("environment", "node_environment")
 KEPT = ("groups", "requirements", "added_tools", "pinned_tools", "tools", "installed", "size_bytes")
 
 
@@ -18,13 +20,15 @@ def environments_of(results: Sequence[UnitResult]) -> dict[str, dict[str, Any]]:
     @baseline) and what it held."""
     found: dict[str, dict[str, Any]] = {}
     for result in sorted(results, key=lambda r: (r.agent != BASELINE, r.agent)):
-        run = (result.result or {}).get("environment") if result.status == "ok" else None
-        if not isinstance(run, dict) or "key" not in run:
-            continue
-        entry = found.setdefault(
-            run["key"], {"used_by": [], **{k: run.get(k) for k in KEPT if k in run}}
-        )
-        entry["used_by"].append(result.agent)
+        checked = (result.result or {}) if result.status == "ok" else {}
+        for field in FIELDS:
+            run = checked.get(field)
+            if not isinstance(run, dict) or "key" not in run:
+                continue
+            entry = found.setdefault(
+                run["key"], {"used_by": [], **{k: run.get(k) for k in KEPT if k in run}}
+            )
+            entry["used_by"].append(result.agent)
     return found
 
 

@@ -39,6 +39,7 @@ from workers.race.git import (
     git,
 )
 from workers.race.named_tests import named_cases, pytest_report_env, report_path
+from workers.race.node_env import NODE_DECLARING, NodeBinSession, declares_node, node_environment
 from workers.sandbox import (
     CommandResult,
     Sandbox,
@@ -125,6 +126,7 @@ class CheckResult(BaseModel):
     diff: DiffStats
     checkout_s: float
     environment: EnvironmentRun | None = None  # the race's own, when it declares one
+    node_environment: EnvironmentRun | None = None  # a package.json's (node_env.py)
 
 
 class PythonEnvironment(BaseModel):
@@ -277,6 +279,10 @@ def run_check(
             sandbox, result.environment = _in_environment(
                 workdir, result, environment, sandbox, limits, commands, echo
             )
+            if declares_node(workdir):
+                result.node_environment = _in_node_environment(
+                    workdir, result, environment, commands, echo
+                )
         _measure(result, workdir, commands, sandbox, limits, echo)
         return result
     finally:
@@ -317,10 +323,29 @@ def _in_environment(
     return builder.sandbox_in(env), run
 
 
-def declares_as_base(workdir: Path, result: CheckResult) -> bool:
+def _in_node_environment(
+    workdir: Path,
+    result: CheckResult,
+    environment: PythonEnvironment,
+    commands: CheckCommands,
+    echo: Callable[[str], None],
+) -> EnvironmentRun:
+    """The checkout's Node environment, in its node_modules (node_env.py); failing as the base's
+    when the branch has the base's package files."""
+    named = (commands.build, commands.tests, commands.lint)
+    try:
+        return node_environment(workdir, environment.cache_root, echo, named, environment.bounds)
+    except EnvironmentFailed as exc:
+        shared = result.role == "agent" and result.commit != result.base_commit
+        if shared and declares_as_base(workdir, result, NODE_DECLARING):
+            raise CheckError(f"environment: {BASE_ENVIRONMENT_FAILED}: {exc}") from None
+        raise CheckError(f"environment: {exc}") from None
+
+
+def declares_as_base(workdir: Path, result: CheckResult, names: Sequence[str] = DECLARING) -> bool:
     """Whether the checked commit has the base's declaring files (environment.declaring_files'
-    names); False when git cannot tell."""
-    args = ("--name-only", "--end-of-options", result.base_commit, result.commit, "--", *DECLARING)
+    names, or `names`); False when git cannot tell."""
+    args = ("--name-only", "--end-of-options", result.base_commit, result.commit, "--", *names)
     try:
         return not git("diff", *args, cwd=workdir).strip()
     except GitError:
@@ -340,6 +365,8 @@ def _measure(
     run in one sandbox session: the Docker sandbox starts one container for them all."""
     count = sum(1 for c in (commands.build, commands.tests, commands.lint) if c)
     with sandbox.session(workdir, limits, budget_s=count * commands.timeout_s) as session:
+        if result.node_environment is not None:  # its node_modules/.bin first on PATH
+            session = NodeBinSession(session, workdir)
         _measure_in(result, workdir, commands, session, echo)
 
 
