@@ -12,7 +12,11 @@ was "not installed" (exit 127) and no check recorded a Node package's version.""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -219,3 +223,48 @@ def test_a_repository_without_a_lockfile_is_the_checks_error(tmp_path: Path) -> 
     commit(repo, {"src/sum.js": SUM}, "sum")
     with pytest.raises(CheckError, match=r"^environment: package\.json has no package-lock\.json"):
         check(repo, "main", tmp_path, "baseline")
+
+
+class Counting(BaseHTTPRequestHandler):
+    """A tarball server on loopback that counts what it is asked for."""
+
+    asked: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        Counting.asked.append(self.path)
+        self.send_error(404)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def tarball_server() -> Iterator[str]:
+    Counting.asked = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_branchs_lockfile_naming_another_host_fetches_nothing(
+    tarball_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A branch's lockfile pointing a package at a server of its choosing (here one on
+    loopback that records requests): the check fails naming the entry, and npm never asks.
+    Before (c3f317a) no npm ran at all; without the lockfile's check, npm ci would run."""
+    require_bwrap()
+    monkeypatch.setenv("npm_config_offline", "true")  # whatever happens, no outside traffic
+    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm-cache"))
+    lock = json.loads((PROJECT / "package-lock.json").read_text())
+    lock["packages"]["node_modules/jest"]["resolved"] = f"{tarball_server}/jest-29.7.0.tgz"
+    repo = project(tmp_path / "repo")
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, {"src/sum.js": SUM, "package-lock.json": json.dumps(lock)}, "elsewhere")
+    with pytest.raises(CheckError, match=r"packages\['node_modules/jest'\] is not from the npm"):
+        check(repo, "main", tmp_path, "baseline")
+    assert Counting.asked == []
+    assert not list((tmp_path / "envs").glob("node-*/node_modules"))  # npm never ran

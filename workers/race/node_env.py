@@ -167,7 +167,9 @@ def _npm_ci(env: Path, echo: Callable[[str], None]) -> str:
     output = done.stdout + done.stderr
     echo(output.rstrip("\n"))
     if done.returncode != 0:
-        errors = [line for line in output.splitlines() if "ERR" in line][:3]
+        lines = output.strip().splitlines()
+        errors = [line for line in lines if line.startswith(("npm error", "npm ERR!"))][:3]
+        errors = errors or lines[-3:]
         raise EnvironmentFailed(f"npm ci failed (exit {done.returncode}): {' '.join(errors)[:300]}")
     return output
 
