@@ -27,7 +27,12 @@ from tests.needs import require_bwrap, unavailable
 from tests.race.projects import commit, git
 from workers.race.check import CheckCommands, CheckError, PythonEnvironment, run_check
 from workers.race.environment import EnvironmentFailed
-from workers.race.node_env import check_lockfile, installed_packages, node_environment
+from workers.race.node_env import (
+    check_lockfile,
+    installed_packages,
+    node_environment,
+    wants_node,
+)
 from workers.sandbox.local import LocalSandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +105,10 @@ def check(repo: Path, ref: str, tmp_path: Path, role: str = "agent") -> dict[str
 
 def test_no_lockfile_is_refused_in_one_line(tmp_path: Path) -> None:
     folder = project(tmp_path / "p", lock=False)
+    assert wants_node(folder)
+    (folder / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1"\n')
+    assert not wants_node(folder)  # a Python project's stray package.json is left alone
+    (folder / "pyproject.toml").unlink()
     with pytest.raises(EnvironmentFailed) as refused:
         node_environment(folder, tmp_path / "envs", echo=lambda _: None)
     assert "no package-lock.json" in str(refused.value) and "\n" not in str(refused.value)

@@ -39,7 +39,7 @@ from workers.race.git import (
     git,
 )
 from workers.race.named_tests import named_cases, pytest_report_env, report_path
-from workers.race.node_env import NODE_DECLARING, NodeBinSession, declares_node, node_environment
+from workers.race.node_env import NODE_DECLARING, NodeBinSession, node_environment, wants_node
 from workers.sandbox import (
     CommandResult,
     Sandbox,
@@ -279,7 +279,7 @@ def run_check(
             sandbox, result.environment = _in_environment(
                 workdir, result, environment, sandbox, limits, commands, echo
             )
-            if declares_node(workdir):
+            if wants_node(workdir):
                 result.node_environment = _in_node_environment(
                     workdir, result, environment, commands, echo
                 )

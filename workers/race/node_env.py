@@ -43,7 +43,7 @@ from workers.race.env_cache import (
     write_marker,
 )
 from workers.race.environment import FAILED_KEPT_S, TAIL_CHARS, CacheBounds, EnvironmentRun
-from workers.race.requirements import EnvironmentFailed
+from workers.race.requirements import EnvironmentFailed, declaring_files
 from workers.sandbox import CommandResult, SandboxSession
 from workers.sandbox.base import DEFAULT_MAX_OUTPUT_BYTES
 
@@ -63,6 +63,16 @@ def declares_node(checkout: Path) -> bool:
     """Whether the checkout is a Node project: a package.json at its root (not a link)."""
     path = checkout / "package.json"
     return path.is_file() and not path.is_symlink()
+
+
+def wants_node(checkout: Path) -> bool:
+    """Whether the checkout gets a Node environment: a package.json with a lockfile, or with
+    none where nothing of Python is declared (then refused: `lockfile`). A Python project's
+    stray package.json (a formatter's settings) without a lockfile is left alone."""
+    if not declares_node(checkout):
+        return False
+    has_lock = any((checkout / n).is_file() and not (checkout / n).is_symlink() for n in LOCKFILES)
+    return has_lock or not declaring_files(checkout)
 
 
 def lockfile(checkout: Path) -> Path:
