@@ -184,7 +184,7 @@ class EnvironmentBuilder(ABC):
         """The sandbox whose commands run in `env` (read-only) and see nothing of Arena."""
 
 
-def _within_disk(env: Path, failed: Path, bounds: CacheBounds) -> int:
+def within_disk_limit(env: Path, failed: Path, bounds: CacheBounds) -> int:
     """The new environment's size, or EnvironmentFailed (and it gone) past the disk limit."""
     size = record_size(env)
     if bounds.disk_mb is not None and size > bounds.disk_mb << 20:
@@ -199,9 +199,11 @@ def _within_disk(env: Path, failed: Path, bounds: CacheBounds) -> int:
     return size
 
 
-def _tidy(cache_root: Path, key: str, bounds: CacheBounds, echo: Callable[[str], None]) -> None:
-    """After a build: the environments unused for days go, then the least recently used until
-    the cache fits its quota."""
+def tidy_cache(
+    cache_root: Path, key: str, bounds: CacheBounds, echo: Callable[[str], None]
+) -> None:
+    """After a build (a Python or a Node environment's): the environments unused for days go,
+    then the least recently used until the cache fits its quota."""
     for old in prune(cache_root):
         echo(f"== environment {old}: removed (unused for {UNUSED_KEPT_S / 86400:g} days)")
     if bounds.cache_mb is not None:
@@ -247,7 +249,7 @@ def python_environment(
             except EnvironmentFailed as exc:
                 failed.write_text(str(exc)[:1000])
                 raise
-            size = _within_disk(env, failed, bounds)
+            size = within_disk_limit(env, failed, bounds)
             write_marker(env / READY, key)  # not through a link a setup command left
         installed = installed_distributions(env)
     run = EnvironmentRun(
@@ -262,7 +264,7 @@ def python_environment(
     )
     echo(_described(run))
     if not reused:
-        _tidy(cache_root, key, bounds, echo)
+        tidy_cache(cache_root, key, bounds, echo)
     return env, run
 
 

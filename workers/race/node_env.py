@@ -35,14 +35,18 @@ from typing import Any
 
 from workers.race.env_cache import (
     READY,
-    evict_over,
     locked,
-    prune,
-    record_size,
     stored_size,
     write_marker,
 )
-from workers.race.environment import FAILED_KEPT_S, TAIL_CHARS, CacheBounds, EnvironmentRun
+from workers.race.environment import (
+    FAILED_KEPT_S,
+    TAIL_CHARS,
+    CacheBounds,
+    EnvironmentRun,
+    tidy_cache,
+    within_disk_limit,
+)
 from workers.race.requirements import EnvironmentFailed, declaring_files
 from workers.sandbox import CommandResult, SandboxSession
 from workers.sandbox.base import DEFAULT_MAX_OUTPUT_BYTES
@@ -278,7 +282,7 @@ def node_environment(
             except EnvironmentFailed as exc:
                 failed.write_text(str(exc)[:1000])
                 raise
-            size = _within_disk(env, failed, bounds or CacheBounds())
+            size = within_disk_limit(env, failed, bounds or CacheBounds())
             write_marker(env / READY, key)
         place(env / "node_modules", checkout / "node_modules")
     installed = installed_packages(checkout / "node_modules")
@@ -294,35 +298,13 @@ def node_environment(
         output_tail=output[-TAIL_CHARS:],
     )
     if not reused:
-        _tidy(cache_root, key, bounds or CacheBounds())
+        tidy_cache(cache_root, key, bounds or CacheBounds(), echo)
     how = "reused" if reused else f"built in {run.duration_s:.1f}s"
     echo(
         f"== environment {key}: {how} ({size / (1 << 20):.1f} MiB, {len(installed)} packages; "
         f"tools: {', '.join(f'{n} {v}' for n, v in run.tools.items())})"
     )
     return run
-
-
-def _within_disk(env: Path, failed: Path, bounds: CacheBounds) -> int:
-    """The new environment's size, or EnvironmentFailed (and it gone) past the disk limit."""
-    size = record_size(env)
-    if bounds.disk_mb is not None and size > bounds.disk_mb << 20:
-        shutil.rmtree(env, ignore_errors=True)
-        why = (
-            f"the environment takes {size >> 20} MiB, over the disk limit of "
-            f"{bounds.disk_mb} MiB (ARENA_SANDBOX_DISK_MB)"
-        )
-        failed.write_text(why)
-        raise EnvironmentFailed(why)
-    return size
-
-
-def _tidy(cache_root: Path, key: str, bounds: CacheBounds) -> None:
-    """After a build, as after a Python one: unused environments go, then the least recently
-    used while the cache is over its quota."""
-    prune(cache_root)
-    if bounds.cache_mb is not None:
-        evict_over(cache_root, bounds.cache_mb << 20, keep=key)
 
 
 def place(modules: Path, target: Path) -> None:
