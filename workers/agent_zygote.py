@@ -146,9 +146,7 @@ class Zygote:
             pass
         finally:
             os.close(go)
-        self._drop_spare(spare)
-        if spare is self.spare:
-            self.spare = None
+        self._drop_spare(spare)  # and no longer self.spare, if it was
         return False
 
     def _drop_spare(self, spare: Spare | None = None) -> None:
