@@ -200,14 +200,11 @@ class Observations:
         whole observation built and compared key by key (4 us of the worker's 8 a move). The
         first observation, another game or player, or private keys that changed: `encode`."""
         private = game.private_info(player)
-        if game is not self.game or player != self.player or self.keys is None:
+        same = game is self.game and player == self.player and self.keys is not None
+        history = game.history_of(player) if same else []
+        # Another game or player, private keys that changed, or a reset game (another episode).
+        if not (same and tuple(private) == self.private_keys and self._goes_on(history)):
             self.game, self.player, self.private_keys = game, player, tuple(private)
-            return self.encode(game.observation(player))
-        if tuple(private) != self.private_keys:
-            self.private_keys = tuple(private)
-            return self.encode(game.observation(player))
-        history = game.history_of(player)
-        if not self._goes_on(history):  # the game was reset: another episode
             return self.encode(game.observation(player))
         new = history[len(self.entries) :]
         self.entries.extend(new)
