@@ -7,8 +7,6 @@ one line and exit 2 (404/422 over HTTP, nothing stored changed)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from collections.abc import Iterator
 
@@ -18,13 +16,12 @@ import redis
 from fastapi.testclient import TestClient
 from scipy import stats
 
-from arena.cli.main import main
 from arena.embedded import embedded_redis
 from arena.web.app import create_app
 from tasks.settings import ArenaSettings
 from tasks.store import Store
 from tests.api.picture_batches import run_into
-from tests.api.test_compare import stored
+from tests.api.test_compare import World, arena, stored
 from tests.scoring.test_runs import assert_same_interval, numpy_bootstrap, numpy_probability
 
 pytestmark = pytest.mark.integration
@@ -45,11 +42,6 @@ MARIO = {
 }
 
 
-class World:
-    def __init__(self, url: str, db: Store, client: TestClient) -> None:
-        self.url, self.db, self.client = url, db, client
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     folder = tmp_path_factory.mktemp("runs")
@@ -59,18 +51,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         settings = ArenaSettings(redis_url=url, data_dir=folder / "data", api_tokens="t")
         with TestClient(create_app(settings)) as client:
             yield World(url, db, client)
-
-
-def arena(world: World, monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, str, str]:
-    monkeypatch.setenv("ARENA_REDIS_URL", world.url)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(argv))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
 
 
 def unit_matrix(db: Store, agents: list[str]) -> np.ndarray:
